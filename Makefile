@@ -1,0 +1,51 @@
+# deployd — build and test.
+#   make test    every test the project has, against real components
+#                (kube-apiserver + etcd, controller-manager, scheduler, Hydra,
+#                Chromium, docker compose), installing and building them first.
+#   make tools   build the real components into $(TOOLS) (skips what is built)
+#   make bench   the benchmarks recorded in BENCHMARKS.md
+#   make fuzz    a longer run of every fuzz target
+
+SHELL := /usr/bin/env bash
+GO ?= go
+TOOLS ?= $(shell hack/build-tools.sh --dir)
+FUZZTIME ?= 5s
+export DEPLOYD_TOOLS := $(TOOLS)
+
+.PHONY: all build test unit tools packages vet fuzz fuzz-short bench
+
+all: build
+
+build:
+	$(GO) build -o bin/deployd ./cmd/deployd
+
+packages:
+	hack/install-packages.sh
+
+tools:
+	hack/build-tools.sh
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# unit runs what needs no real component (the rest skip with a message naming make test).
+unit:
+	$(GO) test ./...
+
+# test never skips an integration test: DEPLOYD_REQUIRE_TOOLS turns a missing
+# binary into a failure.
+test: packages tools vet
+	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 25m ./...
+	$(MAKE) fuzz-short
+
+# Each fuzz target for FUZZTIME (short in test, longer by hand: make fuzz FUZZTIME=2m).
+fuzz-short:
+	hack/fuzz-all.sh $(FUZZTIME)
+
+fuzz:
+	hack/fuzz-all.sh $(FUZZTIME)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./projection/...

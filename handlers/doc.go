@@ -1,0 +1,17 @@
+// Package handlers is deployd's HTTP surface: the Echo v4 routes of the
+// /v1/deploy (Argo CD dialect and native) and /v1/paas contracts, their
+// middleware, and one central error handler.
+//
+// Invariants:
+//   - Handlers compute no domain state. They read the current immutable
+//     projection.Snapshot, a stream subscription, or ask the cluster through the
+//     small interfaces declared here (implemented by package cluster); they never
+//     import client-go.
+//   - Every read is filtered by the caller's auth.Scope, derived in one place
+//     from a validated token; another tenant's app is answered exactly like a
+//     missing one. Every write is SuperAdmin-only and checked before anything
+//     else is looked up.
+//   - Every error reaches the client as {"error","message","code"} with a safe
+//     message; causes (Kubernetes, identity provider) go to the log only.
+//   - Tokens and cookies never appear in a log line.
+package handlers

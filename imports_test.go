@@ -1,0 +1,82 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/hanzoai/deploy"
+
+// importRules are the arrows of DESIGN.md §1: each package (and its
+// sub-packages) may import only the packages of ours listed, and none of
+// the forbidden prefixes, directly or through another package.
+var importRules = map[string]struct {
+	ours      []string // our packages it may reach
+	forbidden []string // import path prefixes it must never reach
+}{
+	"projection": {nil, []string{"k8s.io/client-go", "github.com/labstack/echo", "net/http"}},
+	"auth":       {nil, []string{"k8s.io/client-go", "github.com/labstack/echo"}},
+	"web":        {nil, []string{"k8s.io/client-go", "github.com/labstack/echo"}},
+	"stream":     {[]string{"projection", "auth"}, []string{"k8s.io/client-go", "github.com/labstack/echo"}},
+	"cluster":    {[]string{"projection"}, []string{"github.com/labstack/echo"}},
+	"handlers":   {[]string{"projection", "stream", "auth", "web"}, []string{"k8s.io/client-go"}},
+	"demo":       {[]string{"projection", "cluster", "auth"}, []string{"github.com/labstack/echo"}},
+}
+
+type listedPackage struct {
+	ImportPath string
+	Deps       []string
+}
+
+// TestImportArrows fails when an import arrow points the wrong way.
+func TestImportArrows(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps=false", "-json", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for dec.More() {
+		var p listedPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		rel, ok := strings.CutPrefix(p.ImportPath, module+"/")
+		if !ok {
+			continue
+		}
+		top, _, _ := strings.Cut(rel, "/")
+		rule, ok := importRules[top]
+		if !ok || strings.Contains(rel, "test") { // test helpers (clustertest, hydratest…) follow their tests
+			continue
+		}
+		checked++
+		for _, dep := range p.Deps {
+			for _, bad := range rule.forbidden {
+				if dep == bad || strings.HasPrefix(dep, bad+"/") {
+					t.Errorf("%s reaches %s, which DESIGN.md §1 forbids", rel, dep)
+				}
+			}
+			ours, isOurs := strings.CutPrefix(dep, module+"/")
+			if !isOurs {
+				continue
+			}
+			depTop, _, _ := strings.Cut(ours, "/")
+			if depTop == top {
+				continue
+			}
+			allowed := false
+			for _, a := range rule.ours {
+				allowed = allowed || a == depTop
+			}
+			if !allowed {
+				t.Errorf("%s imports %s: %s may import only %v of ours", rel, ours, top, rule.ours)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no package of the module was checked")
+	}
+}

@@ -1,0 +1,153 @@
+package projection
+
+import "sync"
+
+// RowKind says where an application row comes from.
+type RowKind uint8
+
+// The row kinds.
+const (
+	// RowApp is an operator hanzo.ai/v1 App and its rendered children.
+	RowApp RowKind = iota
+	// RowSite is a static site: a Middleware serving static files joined to
+	// the IngressRoute that routes to it.
+	RowSite
+	// RowCD is a CD Application (apps.hanzo.ai), shown to SuperAdmins only.
+	RowCD
+)
+
+func (k RowKind) String() string {
+	switch k {
+	case RowApp:
+		return "app"
+	case RowSite:
+		return "site"
+	case RowCD:
+		return "cd"
+	}
+	return "unknown"
+}
+
+// AppKey identifies an application row.
+type AppKey struct {
+	Namespace string
+	Name      string
+}
+
+func (k AppKey) String() string { return k.Namespace + "/" + k.Name }
+
+func (k AppKey) less(o AppKey) bool {
+	if k.Namespace != o.Namespace {
+		return k.Namespace < o.Namespace
+	}
+	return k.Name < o.Name
+}
+
+// App is one application row of a snapshot: immutable once published.
+type App struct {
+	Row       RowKind
+	Namespace string
+	Name      string
+	UID       string
+	Env       string // main, test, dev (from the namespace map)
+	Org       string // the hanzo.ai/org label; the tenant
+	Project   string // app.kubernetes.io/part-of, or "default"
+	Created   int64  // Unix seconds
+
+	Role       string
+	Repository string
+	Declared   string // spec.image.tag
+	Running    string // the version the workload's pod template runs
+	Sync       SyncCode
+	Health     Health
+	Phase      string
+	Replicas   int32 // desired
+	Ready      int32
+	Endpoints  []string
+	Images     []string // every image of the tree, sorted, unique
+	History    []HistoryEntry
+	Operation  *SyncOp
+	// Source is the CD Application's own source and destination (RowCD only).
+	Source *CDApplicationSpec
+
+	// Tree is the resource tree, root first. Shared read-only.
+	Tree []TreeNode
+
+	// Revision is the projection revision at which this row's Application
+	// last changed (its metadata.resourceVersion); TreeRevision, the one at
+	// which its tree last changed.
+	Revision     uint64
+	TreeRevision uint64
+
+	cfg  *Config    // the store's configuration (display values)
+	argo *lazyBytes // the encoded Application
+	tree *lazyBytes // the encoded ApplicationTree
+}
+
+// Key returns the row's key.
+func (a *App) Key() AppKey { return AppKey{a.Namespace, a.Name} }
+
+// HistoryEntry is one release of an app, oldest first in App.History.
+type HistoryEntry struct {
+	// ID is the Deployment revision of the ReplicaSet that ran the release
+	// (stable: Kubernetes never reuses one); 0 for a release known only
+	// from the operator's upgradeHistory.
+	ID              int64
+	Revision        string // the image version
+	DeployedAt      int64  // Unix seconds
+	DeployStartedAt int64
+}
+
+// SyncOp is a sync in flight or finished, from the sync annotation.
+type SyncOp struct {
+	Phase       string // Running, Succeeded
+	Message     string
+	StartedAt   string // RFC 3339, the annotation's value
+	Revision    string // the declared version being synced
+	InitiatedBy string
+}
+
+// NodeInfo is the immutable part of a tree node: one version of one object
+// and what is derived from it alone.
+type NodeInfo struct {
+	Obj       *Object
+	Health    Health
+	HasHealth bool
+	Reason    string // a short cause for an unhealthy node, e.g. CrashLoopBackOff
+	// Cause names the node in an application's health message:
+	// "Pod:tenant-acme/web-7d9-x2 (CrashLoopBackOff)". Empty when healthy.
+	Cause  string
+	Images []string // images of its (template's) containers
+	Tag    string   // the version of its primary image, "" when none
+
+	e *entry // the writer's record of the object; never read by readers
+}
+
+// TreeNode is a node of an application's tree: an object and its parent
+// (nil for the root).
+type TreeNode struct {
+	*NodeInfo
+	Parent *NodeInfo
+}
+
+// Ref returns the node's ref token, group:kind:namespace:name.
+func (n TreeNode) Ref() string { return n.Obj.Ref() }
+
+// setEncodings gives a new row version fresh encoding cells: each encoded
+// form is computed on first use, once, and shared by every reader — and by
+// the next version of the row when that part of it did not change.
+func (a *App) setEncodings(cfg *Config) {
+	cells := new([2]lazyBytes)
+	a.cfg, a.argo, a.tree = cfg, &cells[0], &cells[1]
+}
+
+// lazyBytes is a value computed once, on first use.
+type lazyBytes struct {
+	once sync.Once
+	b    []byte
+}
+
+func (l *lazyBytes) get(f func() []byte) []byte {
+	l.once.Do(func() { l.b = f() })
+	return l.b
+}

@@ -1,0 +1,316 @@
+package projection
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// The Argo CD wire types deployd emits, with the field names and types of
+// Argo CD's own UI models. Only what deployd fills is declared.
+
+// Application is an Argo CD Application.
+type Application struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   ObjectMeta        `json:"metadata"`
+	Spec       ApplicationSpec   `json:"spec"`
+	Status     ApplicationStatus `json:"status"`
+}
+
+// ObjectMeta is the metadata of an Application.
+type ObjectMeta struct {
+	Name              string            `json:"name"`
+	Namespace         string            `json:"namespace"`
+	UID               string            `json:"uid,omitempty"`
+	CreationTimestamp string            `json:"creationTimestamp,omitempty"`
+	ResourceVersion   string            `json:"resourceVersion,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+}
+
+// ApplicationSpec is spec of an Application.
+type ApplicationSpec struct {
+	Source      ApplicationSource      `json:"source"`
+	Destination ApplicationDestination `json:"destination"`
+	Project     string                 `json:"project"`
+}
+
+// ApplicationSource is spec.source.
+type ApplicationSource struct {
+	RepoURL        string `json:"repoURL"`
+	Path           string `json:"path,omitempty"`
+	TargetRevision string `json:"targetRevision"`
+}
+
+// ApplicationDestination is spec.destination.
+type ApplicationDestination struct {
+	Server    string `json:"server"`
+	Namespace string `json:"namespace"`
+}
+
+// ApplicationStatus is status of an Application.
+type ApplicationStatus struct {
+	Sync           SyncStatus         `json:"sync"`
+	Health         Health             `json:"health"`
+	Summary        ApplicationSummary `json:"summary"`
+	History        []RevisionHistory  `json:"history"`
+	Resources      []ResourceStatus   `json:"resources"`
+	OperationState *OperationState    `json:"operationState,omitempty"`
+}
+
+// SyncStatus is status.sync.
+type SyncStatus struct {
+	Status   SyncCode `json:"status"`
+	Revision string   `json:"revision,omitempty"`
+}
+
+// ApplicationSummary is status.summary.
+type ApplicationSummary struct {
+	Images       []string `json:"images"`
+	ExternalURLs []string `json:"externalURLs,omitempty"`
+}
+
+// RevisionHistory is one status.history entry.
+type RevisionHistory struct {
+	ID              int64             `json:"id"`
+	Revision        string            `json:"revision"`
+	DeployedAt      string            `json:"deployedAt,omitempty"`
+	DeployStartedAt string            `json:"deployStartedAt,omitempty"`
+	Source          ApplicationSource `json:"source"`
+}
+
+// ResourceStatus is one status.resources entry.
+type ResourceStatus struct {
+	Group     string   `json:"group,omitempty"`
+	Version   string   `json:"version"`
+	Kind      string   `json:"kind"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Status    SyncCode `json:"status"`
+	Health    *Health  `json:"health,omitempty"`
+	CreatedAt string   `json:"createdAt,omitempty"`
+}
+
+// OperationState is status.operationState.
+type OperationState struct {
+	Operation Operation `json:"operation"`
+	Phase     string    `json:"phase"`
+	Message   string    `json:"message,omitempty"`
+	StartedAt string    `json:"startedAt,omitempty"`
+}
+
+// Operation is operationState.operation.
+type Operation struct {
+	Sync        SyncOperation      `json:"sync"`
+	InitiatedBy OperationInitiator `json:"initiatedBy"`
+}
+
+// SyncOperation is operation.sync.
+type SyncOperation struct {
+	Revision string `json:"revision"`
+}
+
+// OperationInitiator is operation.initiatedBy.
+type OperationInitiator struct {
+	Username  string `json:"username,omitempty"`
+	Automated bool   `json:"automated"`
+}
+
+// ApplicationTree is an Argo CD ApplicationTree.
+type ApplicationTree struct {
+	Nodes         []ResourceNode `json:"nodes"`
+	OrphanedNodes []ResourceNode `json:"orphanedNodes"`
+	Hosts         []struct{}     `json:"hosts"`
+}
+
+// ResourceRef identifies a resource.
+type ResourceRef struct {
+	Group     string `json:"group,omitempty"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
+}
+
+// ResourceNode is one node of an ApplicationTree.
+type ResourceNode struct {
+	ResourceRef
+	ParentRefs      []ResourceRef `json:"parentRefs,omitempty"`
+	Info            []InfoItem    `json:"info,omitempty"`
+	Images          []string      `json:"images,omitempty"`
+	Health          *Health       `json:"health,omitempty"`
+	CreatedAt       string        `json:"createdAt,omitempty"`
+	ResourceVersion string        `json:"resourceVersion,omitempty"`
+}
+
+// InfoItem is one name/value of a node's info.
+type InfoItem struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Timestamp formats Unix seconds as RFC 3339 UTC; "" for 0.
+func Timestamp(unix int64) string {
+	if unix == 0 {
+		return ""
+	}
+	return time.Unix(unix, 0).UTC().Format(time.RFC3339)
+}
+
+// Application returns the row as an Argo CD Application.
+func (a *App) Application() Application {
+	cfg := a.cfg
+	labels := map[string]string{LabelInstance: a.Name}
+	if a.Env != "" {
+		labels[LabelEnv] = a.Env
+	}
+	if a.Org != "" {
+		labels[LabelOrg] = a.Org
+	}
+	app := Application{
+		APIVersion: "argoproj.io/v1alpha1",
+		Kind:       "Application",
+		Metadata: ObjectMeta{
+			Name:              a.Name,
+			Namespace:         a.Namespace,
+			UID:               a.UID,
+			CreationTimestamp: Timestamp(a.Created),
+			Labels:            labels,
+		},
+		Spec: ApplicationSpec{
+			Source:      a.source(cfg),
+			Destination: ApplicationDestination{Server: cfg.ClusterServer, Namespace: a.Namespace},
+			Project:     a.Project,
+		},
+		Status: ApplicationStatus{
+			Sync:    SyncStatus{Status: a.Sync, Revision: a.Declared},
+			Health:  a.Health,
+			Summary: ApplicationSummary{Images: nonNil(a.Images), ExternalURLs: a.Endpoints},
+		},
+	}
+	if a.Revision != 0 {
+		app.Metadata.ResourceVersion = strconv.FormatUint(a.Revision, 10)
+	}
+	if a.Source != nil {
+		app.Spec.Destination = ApplicationDestination{Server: a.Source.DestServer, Namespace: a.Source.DestNamespace}
+		if app.Spec.Destination.Server == "" {
+			app.Spec.Destination.Server = cfg.ClusterServer
+		}
+	}
+	app.Status.History = make([]RevisionHistory, 0, len(a.History))
+	for _, h := range a.History {
+		app.Status.History = append(app.Status.History, RevisionHistory{
+			ID: h.ID, Revision: h.Revision,
+			DeployedAt: Timestamp(h.DeployedAt), DeployStartedAt: Timestamp(h.DeployStartedAt),
+			Source: app.Spec.Source,
+		})
+	}
+	res := resourceNodes(a.Tree)
+	app.Status.Resources = make([]ResourceStatus, 0, len(res))
+	for _, n := range res {
+		app.Status.Resources = append(app.Status.Resources, a.resourceStatus(n))
+	}
+	if op := a.Operation; op != nil {
+		app.Status.OperationState = &OperationState{
+			Operation: Operation{Sync: SyncOperation{Revision: op.Revision}, InitiatedBy: OperationInitiator{Username: op.InitiatedBy}},
+			Phase:     op.Phase,
+			Message:   op.Message,
+			StartedAt: op.StartedAt,
+		}
+	}
+	return app
+}
+
+func (a *App) source(cfg *Config) ApplicationSource {
+	if a.Source != nil {
+		return ApplicationSource{RepoURL: a.Source.RepoURL, Path: a.Source.Path, TargetRevision: a.Source.TargetRevision}
+	}
+	d := cfg.Source
+	return ApplicationSource{
+		RepoURL:        d.expand(d.RepoURL, a.Namespace, a.Name),
+		Path:           d.expand(d.Path, a.Namespace, a.Name),
+		TargetRevision: d.expand(d.TargetRevision, a.Namespace, a.Name),
+	}
+}
+
+// resourceStatus is a depth-1 node as a status.resources entry. The
+// workload carries the app's sync verdict; the other rendered children
+// exist as the operator rendered them and are Synced.
+func (a *App) resourceStatus(n TreeNode) ResourceStatus {
+	o := n.Obj
+	ki := o.Kind.Info()
+	rs := ResourceStatus{Group: ki.Group, Version: ki.Version, Kind: ki.Name, Namespace: o.Namespace, Name: o.Name, Status: SyncSynced, CreatedAt: Timestamp(o.Created)}
+	if (o.Kind == KindDeployment || o.Kind == KindStatefulSet) && o.Name == a.Name {
+		rs.Status = a.Sync
+	}
+	if n.HasHealth {
+		h := n.Health
+		rs.Health = &h
+	}
+	return rs
+}
+
+// ApplicationJSON is the row's Application encoded as JSON, computed once
+// per row version and shared by every reader.
+func (a *App) ApplicationJSON() []byte {
+	return a.argo.get(func() []byte { return mustJSON(a.Application()) })
+}
+
+// ApplicationTree returns the row's ApplicationTree.
+func (a *App) ApplicationTree() ApplicationTree {
+	t := ApplicationTree{Nodes: make([]ResourceNode, 0, len(a.Tree)), OrphanedNodes: []ResourceNode{}, Hosts: []struct{}{}}
+	for _, n := range a.Tree {
+		t.Nodes = append(t.Nodes, resourceNode(n))
+	}
+	return t
+}
+
+// ApplicationTreeJSON is the row's ApplicationTree encoded as JSON, computed
+// once per tree version and shared by every reader.
+func (a *App) ApplicationTreeJSON() []byte {
+	return a.tree.get(func() []byte { return mustJSON(a.ApplicationTree()) })
+}
+
+func resourceNode(n TreeNode) ResourceNode {
+	o := n.Obj
+	rn := ResourceNode{
+		ResourceRef:     refOf(o),
+		Images:          n.Images,
+		CreatedAt:       Timestamp(o.Created),
+		ResourceVersion: o.ResourceVersion,
+	}
+	if n.Parent != nil {
+		rn.ParentRefs = []ResourceRef{refOf(n.Parent.Obj)}
+	}
+	if n.Tag != "" {
+		rn.Info = []InfoItem{{Name: "Image Tag", Value: n.Tag}}
+	}
+	if n.HasHealth {
+		h := n.Health
+		rn.Health = &h
+	}
+	return rn
+}
+
+func refOf(o *Object) ResourceRef {
+	ki := o.Kind.Info()
+	return ResourceRef{Group: ki.Group, Version: ki.Version, Kind: ki.Name, Namespace: o.Namespace, Name: o.Name, UID: o.UID}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only plain structs of strings, numbers and slices are encoded:
+		// failure is a programming error.
+		panic("projection: encode: " + err.Error())
+	}
+	return b
+}

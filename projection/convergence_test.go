@@ -1,0 +1,275 @@
+package projection
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+var testNamespaces = []string{"hanzo", "hanzo-testnet", "tenant-acme", "tenant-globex"}
+
+// TestConvergence applies the same final set of objects in many random
+// orders, with and without interleaved intermediate versions and deletions,
+// in random batch sizes: every order must give a byte-identical snapshot.
+func TestConvergence(t *testing.T) {
+	ids := universe(testNamespaces, 3, 2, 2)
+	seeds := 60
+	if testing.Short() {
+		seeds = 10
+	}
+	for seed := range seeds {
+		r := rand.New(rand.NewPCG(uint64(seed), 7))
+		_, final := history(r, ids, false)
+		want := reference(ids, final).Snapshot().Canonical()
+		for order := range 6 {
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(order)))
+			steps := finalOnly(r, final)
+			if order%2 == 1 {
+				steps = withIntermediates(r, ids, final)
+			}
+			s := NewStore(DefaultConfig())
+			if err := applySteps(s, r, ids, steps); err != nil {
+				t.Fatalf("seed %d order %d: %v", seed, order, err)
+			}
+			if err := checkInvariants(s); err != nil {
+				t.Fatalf("seed %d order %d: %v", seed, order, err)
+			}
+			if got := s.Snapshot().Canonical(); !bytes.Equal(got, want) {
+				t.Fatalf("seed %d order %d: snapshot differs from the reference order:\n%s", seed, order, lineDiff(string(want), string(got)))
+			}
+		}
+	}
+}
+
+// finalOnly is the final state in a random order.
+func finalOnly(r *rand.Rand, final map[int]int) []step {
+	var steps []step
+	for i, v := range final {
+		steps = append(steps, step{id: i, variant: v})
+	}
+	slices.SortFunc(steps, func(a, b step) int { return a.id - b.id })
+	r.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
+	return steps
+}
+
+// withIntermediates reaches the same final state through other versions and
+// deletions of each object, interleaved at random.
+func withIntermediates(r *rand.Rand, ids []identity, final map[int]int) []step {
+	var perObj [][]step
+	for i := range ids {
+		var seq []step
+		for n := r.IntN(4); n > 0; n-- {
+			if r.IntN(3) == 0 && len(seq) > 0 {
+				seq = append(seq, step{id: i, del: true})
+			} else {
+				seq = append(seq, step{id: i, variant: r.IntN(40)})
+			}
+		}
+		if v, ok := final[i]; ok {
+			seq = append(seq, step{id: i, variant: v})
+		} else if len(seq) > 0 {
+			seq = append(seq, step{id: i, del: true})
+		}
+		if len(seq) > 0 {
+			perObj = append(perObj, seq)
+		}
+	}
+	var steps []step
+	for len(perObj) > 0 {
+		j := r.IntN(len(perObj))
+		steps = append(steps, perObj[j][0])
+		if perObj[j] = perObj[j][1:]; len(perObj[j]) == 0 {
+			perObj = append(perObj[:j], perObj[j+1:]...)
+		}
+	}
+	return steps
+}
+
+// TestDeleteEverything: deleting every object leaves an empty snapshot and
+// empty indexes.
+func TestDeleteEverything(t *testing.T) {
+	ids := universe(testNamespaces, 3, 2, 2)
+	r := rand.New(rand.NewPCG(1, 2))
+	steps, _ := history(r, ids, true)
+	s := NewStore(DefaultConfig())
+	if err := applySteps(s, r, ids, steps); err != nil {
+		t.Fatal(err)
+	}
+	var dels []step
+	for i := range ids {
+		dels = append(dels, step{id: i, del: true})
+	}
+	r.Shuffle(len(dels), func(i, j int) { dels[i], dels[j] = dels[j], dels[i] })
+	if err := applySteps(s, r, ids, dels); err != nil {
+		t.Fatal(err)
+	}
+	snap := s.Snapshot()
+	if snap.Len() != 0 || len(snap.CDApplications()) != 0 || len(snap.Projects()) != 0 || len(snap.Namespaces()) != 0 {
+		t.Fatalf("after deleting everything: %d rows, %d CD, %d projects, %d namespaces; want none",
+			snap.Len(), len(snap.CDApplications()), len(snap.Projects()), len(snap.Namespaces()))
+	}
+	if got, want := snap.Canonical(), NewStore(DefaultConfig()).Snapshot().Canonical(); !bytes.Equal(got, want) {
+		t.Fatalf("canonical form of the emptied store differs from an empty one:\n%s", lineDiff(string(want), string(got)))
+	}
+	for name, n := range map[string]int{
+		"objects": len(s.objects), "uids": len(s.byUID), "children": len(s.children),
+		"apps": len(s.apps), "sites": len(s.sites), "cds": len(s.cds), "orphans": len(s.pods.orphans),
+		"orphan labels": len(s.pods.orphanByLabel), "orphan namespaces": len(s.pods.orphansByNS),
+		"deployment anchors": len(s.pods.depByAnchor), "anchorless deployments": len(s.pods.depNoAnchor),
+		"site objects": len(s.siteObjs), "projects": len(s.projectObjs),
+	} {
+		if n != 0 {
+			t.Errorf("index %s holds %d entries after deleting everything; want 0", name, n)
+		}
+	}
+}
+
+// checkInvariants verifies what must hold after every Apply.
+func checkInvariants(s *Store) error {
+	snap := s.Snapshot()
+	count := 0
+	for i, nr := range snap.namespaces {
+		if i > 0 && snap.namespaces[i-1].Namespace >= nr.Namespace {
+			return fmt.Errorf("namespaces out of order at %s", nr.Namespace)
+		}
+		if len(nr.Rows) == 0 {
+			return fmt.Errorf("namespace %s published with no rows", nr.Namespace)
+		}
+		env, org, _ := s.cfg.Namespaces.Env(nr.Namespace)
+		if nr.Env != env || nr.Org != org {
+			return fmt.Errorf("namespace %s: env %q org %q, want %q %q", nr.Namespace, nr.Env, nr.Org, env, org)
+		}
+		var tenant []*App
+		for j, a := range nr.Rows {
+			count++
+			if a.Namespace != nr.Namespace {
+				return fmt.Errorf("row %s filed under namespace %s", a.Key(), nr.Namespace)
+			}
+			if j > 0 && !nr.Rows[j-1].Key().less(a.Key()) {
+				return fmt.Errorf("rows of %s out of order at %s", nr.Namespace, a.Name)
+			}
+			if want := s.row(a.Key()); want != a {
+				return fmt.Errorf("published row %s is not the store's current row", a.Key())
+			}
+			if org != "" && a.Org == org {
+				tenant = append(tenant, a)
+			}
+			if err := checkTree(s, a); err != nil {
+				return err
+			}
+		}
+		if !slices.Equal(tenant, nr.Tenant) {
+			return fmt.Errorf("tenant index of %s lists %d rows, want %d", nr.Namespace, len(nr.Tenant), len(tenant))
+		}
+	}
+	if count != snap.Len() || count != len(s.apps)+countSitesShown(s) {
+		return fmt.Errorf("snapshot counts %d rows, namespaces hold %d, the store %d apps", snap.Len(), count, len(s.apps))
+	}
+	if len(snap.cd) != len(s.cds) {
+		return fmt.Errorf("snapshot holds %d CD rows, the store %d", len(snap.cd), len(s.cds))
+	}
+	for _, a := range snap.cd {
+		if s.cds[a.Key()] != a {
+			return fmt.Errorf("published CD row %s is not current", a.Key())
+		}
+	}
+	// Membership: an object is recorded in exactly the App trees holding it.
+	for k, e := range s.objects {
+		for _, ak := range e.apps {
+			a := s.apps[ak]
+			if a == nil || !treeHolds(a, k) {
+				return fmt.Errorf("%v records row %s, whose tree does not hold it", k, ak)
+			}
+		}
+	}
+	for ak, a := range s.apps {
+		for _, n := range a.Tree {
+			e := s.objects[n.Obj.Key()]
+			if e == nil || e.info != n.NodeInfo {
+				return fmt.Errorf("row %s holds %v at a version the store no longer has", ak, n.Obj.Key())
+			}
+			if !slices.Contains(e.apps, ak) {
+				return fmt.Errorf("row %s holds %v, which does not record it", ak, n.Obj.Key())
+			}
+		}
+	}
+	return nil
+}
+
+func countSitesShown(s *Store) int {
+	n := 0
+	for k := range s.sites {
+		if s.apps[k] == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func treeHolds(a *App, k ObjectKey) bool {
+	for _, n := range a.Tree {
+		if n.Obj.Key() == k {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTree: one root; every parent resolves within the tree; an operator
+// App's health is the worst of its nodes.
+func checkTree(s *Store, a *App) error {
+	if len(a.Tree) == 0 || a.Tree[0].Parent != nil {
+		return fmt.Errorf("row %s: tree without a root", a.Key())
+	}
+	seen := map[*NodeInfo]bool{}
+	for i, n := range a.Tree {
+		if i > 0 && (n.Parent == nil || !seen[n.Parent]) {
+			return fmt.Errorf("row %s: node %s has a parent outside the nodes before it", a.Key(), n.Ref())
+		}
+		if seen[n.NodeInfo] {
+			return fmt.Errorf("row %s: node %s twice", a.Key(), n.Ref())
+		}
+		seen[n.NodeInfo] = true
+	}
+	if a.Row == RowApp {
+		worst := HealthHealthy
+		for _, n := range a.Tree {
+			if n.HasHealth && n.Health.Status.Worse(worst) {
+				worst = n.Health.Status
+			}
+		}
+		if a.Health.Status != worst {
+			return fmt.Errorf("row %s: health %s, the worst of its nodes is %s", a.Key(), a.Health.Status, worst)
+		}
+	}
+	return nil
+}
+
+// TestApplyRejects: kinds outside the registry (Secret above all, and the
+// health-only kinds) and namespaces outside the map are refused, the rest
+// of the batch applies.
+func TestApplyRejects(t *testing.T) {
+	if _, err := Decode(map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s", "namespace": "hanzo"}}); !errors.Is(err, ErrUnknownKind) {
+		t.Fatalf("Decode(Secret): got %v, want ErrUnknownKind", err)
+	}
+	s := NewStore(DefaultConfig())
+	ok := universe([]string{"hanzo"}, 1, 0, 0)[0].build(1)
+	deltas, err := s.Apply(
+		Change{Op: Upsert, Object: &Object{Kind: KindUnknown, Namespace: "hanzo", Name: "secret"}},
+		Change{Op: Upsert, Object: &Object{Kind: KindJob, Namespace: "hanzo", Name: "job"}},
+		Change{Op: Upsert, Object: &Object{Kind: KindApp, Namespace: "kube-system", Name: "x"}},
+		Change{Op: Upsert, Object: ok},
+	)
+	if !errors.Is(err, ErrRejected) {
+		t.Fatalf("got error %v, want ErrRejected", err)
+	}
+	if len(deltas) != 1 || deltas[0].Key != (AppKey{"hanzo", "app0"}) {
+		t.Fatalf("got deltas %v, want one for hanzo/app0", deltas)
+	}
+	if len(s.objects) != 1 {
+		t.Fatalf("store holds %d objects, want 1", len(s.objects))
+	}
+}

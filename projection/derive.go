@@ -1,0 +1,527 @@
+package projection
+
+import (
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// depth1Kinds are the kinds an App renders directly, in tree order.
+var depth1Kinds = [...]Kind{KindDeployment, KindStatefulSet, KindService, KindConfigMap, KindIngress, KindHPA, KindPDB}
+
+func isDepth1(k Kind) bool {
+	for _, d := range depth1Kinds {
+		if d == k {
+			return true
+		}
+	}
+	return false
+}
+
+// newNodeInfo derives what one object version says on its own.
+func newNodeInfo(o *Object) *NodeInfo {
+	n := &NodeInfo{Obj: o}
+	n.Health, n.HasHealth = ObjectHealth(o)
+	var containers []Container
+	switch sp := o.Spec.(type) {
+	case *WorkloadSpec:
+		containers = sp.Containers
+	case *PodSpec:
+		containers = sp.Containers
+	case *AppSpec:
+		if sp.Repository != "" {
+			img := sp.Repository
+			if sp.Tag != "" {
+				img += ":" + sp.Tag
+			}
+			n.Images = []string{img}
+			n.Tag = sp.Tag
+		}
+	}
+	if len(containers) > 0 {
+		n.Images = make([]string, 0, len(containers))
+		for _, c := range containers {
+			if c.Image != "" {
+				n.Images = append(n.Images, c.Image)
+			}
+		}
+		if len(n.Images) > 0 {
+			n.Tag = ImageTag(n.Images[0])
+		}
+	}
+	if n.HasHealth && n.Health.Status != HealthHealthy {
+		n.Reason = shortReason(o, n.Health)
+		n.Cause = o.Kind.String() + ":" + o.Namespace + "/" + o.Name + " (" + n.Reason + ")"
+	}
+	return n
+}
+
+// shortReason is the parenthesised cause of an unhealthy node in an
+// application's health message: a pod's waiting or termination reason, else
+// the node's health message cut short, else its status.
+func shortReason(o *Object, h Health) string {
+	if p, ok := o.Spec.(*PodSpec); ok && !o.Deleting {
+		for _, cs := range p.Statuses {
+			if cs.Waiting && cs.WaitingReason != "" && cs.WaitingReason != "ContainerCreating" {
+				return cs.WaitingReason
+			}
+			if cs.Terminated != nil && cs.Terminated.Reason != "" {
+				return cs.Terminated.Reason
+			}
+		}
+	}
+	if w, ok := o.Spec.(*WorkloadSpec); ok && !o.Deleting {
+		if c := findCondition(w.Conditions, "Progressing"); c != nil && c.Reason == "ProgressDeadlineExceeded" {
+			return c.Reason
+		}
+	}
+	msg := h.Message
+	if msg == "" {
+		return string(h.Status)
+	}
+	if len(msg) > 80 {
+		msg = msg[:77] + "..."
+	}
+	return msg
+}
+
+// deriveApp computes the row of the App at k from the objects held, and
+// updates the membership of every object it reads. nil when no App is held.
+func (s *Store) deriveApp(k AppKey) *App {
+	s.gen++
+	old := s.apps[k]
+	var nu *App
+	if ae := s.objects[ObjectKey{KindApp, k.Namespace, k.Name}]; ae != nil {
+		nu = s.buildApp(ae, old)
+	}
+	// Every entry of the new tree carries the current generation: record
+	// the row on those, and drop it from the old tree's entries that lost it.
+	if nu != nil {
+		for _, n := range nu.Tree {
+			n.e.apps = addAppKey(n.e.apps, k)
+		}
+	}
+	if old != nil {
+		for _, n := range old.Tree {
+			if n.e.mark != s.gen {
+				n.e.apps = removeAppKey(n.e.apps, k)
+			}
+		}
+	}
+	return nu
+}
+
+func addAppKey(list []AppKey, k AppKey) []AppKey {
+	for _, x := range list {
+		if x == k {
+			return list
+		}
+	}
+	return append(list, k)
+}
+
+func removeAppKey(list []AppKey, k AppKey) []AppKey {
+	for i, x := range list {
+		if x == k {
+			copy(list[i:], list[i+1:])
+			return list[:len(list)-1]
+		}
+	}
+	return list
+}
+
+// buildApp assembles an App row: the tree, then everything read off it.
+// Parts equal to the previous version's are shared with it.
+func (s *Store) buildApp(ae *entry, old *App) *App {
+	root := ae.info
+	ao := root.Obj
+	spec, _ := ao.Spec.(*AppSpec)
+	if spec == nil {
+		spec = &AppSpec{Replicas: 1}
+	}
+	ns := ao.Namespace
+	tree, workload := s.buildTree(ae)
+
+	env, _, _ := s.cfg.Namespaces.Env(ns)
+	a := &App{
+		Row:        RowApp,
+		Namespace:  ns,
+		Name:       ao.Name,
+		UID:        ao.UID,
+		Env:        env,
+		Org:        ao.Labels.Value(LabelOrg),
+		Project:    projectOf(ao.Labels),
+		Created:    ao.Created,
+		Role:       spec.Role,
+		Repository: spec.Repository,
+		Declared:   spec.Tag,
+		Phase:      spec.Phase,
+		Replicas:   spec.Replicas,
+		Ready:      spec.ReadyReplicas,
+		Tree:       tree,
+	}
+	a.setEncodings(&s.cfg)
+	if workload != nil {
+		a.Running = runningVersion(workload.info.Obj, spec.Repository)
+	}
+	a.Sync = SyncOf(a.Declared, a.Running)
+	var prev *App
+	if old != nil {
+		prev = old
+	} else {
+		prev = &App{}
+	}
+	a.Health = appHealth(tree, prev.Health)
+	a.Images = s.treeImages(tree, prev.Images)
+	a.Endpoints = appEndpoints(spec, tree)
+	a.History = s.history(workload, spec, prev.History)
+	a.Operation = operationOf(ao, spec, a)
+	if prev.Operation != nil && a.Operation != nil && *prev.Operation == *a.Operation {
+		a.Operation = prev.Operation
+	}
+	return a
+}
+
+func projectOf(l Labels) string {
+	if p := l.Value(LabelPartOf); p != "" {
+		return p
+	}
+	return DefaultProject
+}
+
+// buildTree collects the App's tree: depth 1 by ownerReference to the App or
+// by the App's name; ReplicaSets of kept Deployments; Pods of kept
+// ReplicaSets and StatefulSets, or selected by a kept Deployment when no
+// owner of theirs is held. Order: root, then by kind, then by name. Every
+// entry placed is marked with the current generation. It also returns the
+// workload: the Deployment (else StatefulSet) named after the App.
+func (s *Store) buildTree(ae *entry) (tree []TreeNode, workload *entry) {
+	root := ae.info
+	ao := root.Obj
+	ns := ao.Namespace
+	ae.mark = s.gen
+	depth1 := s.scratch.depth1[:0]
+	add1 := func(ce *entry) {
+		if ce.mark == s.gen || !isDepth1(ce.key.Kind) || ce.key.Namespace != ns {
+			return
+		}
+		ce.mark = s.gen
+		depth1 = append(depth1, ce)
+	}
+	if ao.UID != "" {
+		for _, ce := range s.children[ao.UID] {
+			add1(ce)
+		}
+	}
+	for _, ce := range s.names[nsName{ns, ao.Name}] {
+		add1(ce)
+	}
+	sortEntries(depth1)
+	s.scratch.depth1 = depth1
+	tree = s.scratch.tree[:0]
+	tree = append(tree, TreeNode{NodeInfo: root})
+	for _, d := range depth1 {
+		tree = append(tree, TreeNode{NodeInfo: d.info, Parent: root})
+		if d.key.Name == ao.Name && (d.key.Kind == KindDeployment || (d.key.Kind == KindStatefulSet && workload == nil)) {
+			workload = d
+		}
+	}
+
+	// Depth 2 and below, appended per parent in the order of depth 1.
+	for _, d := range depth1 {
+		switch d.key.Kind {
+		case KindDeployment:
+			first := len(tree)
+			for _, rs := range s.ownedBy(d, KindReplicaSet) {
+				tree = append(tree, TreeNode{NodeInfo: rs.info, Parent: d.info})
+			}
+			last := len(tree)
+			for _, rs := range tree[first:last] {
+				for _, p := range s.ownedBy(rs.e, KindPod) {
+					tree = append(tree, TreeNode{NodeInfo: p.info, Parent: rs.NodeInfo})
+				}
+			}
+			if w, ok := d.info.Obj.Spec.(*WorkloadSpec); ok {
+				for _, pe := range s.pods.selectedOrphans(ns, w.Selector) {
+					if pe.mark != s.gen {
+						pe.mark = s.gen
+						tree = append(tree, TreeNode{NodeInfo: pe.info, Parent: d.info})
+					}
+				}
+			}
+		case KindStatefulSet:
+			for _, p := range s.ownedBy(d, KindPod) {
+				tree = append(tree, TreeNode{NodeInfo: p.info, Parent: d.info})
+			}
+		}
+	}
+	s.scratch.tree = tree
+	return slices.Clone(tree), workload
+}
+
+// ownedBy returns the held objects of kind in the owner's namespace that
+// name it as owner and are not yet in the tree, sorted by name, and marks
+// them.
+func (s *Store) ownedBy(owner *entry, kind Kind) []*entry {
+	uid := owner.info.Obj.UID
+	if uid == "" {
+		return nil
+	}
+	out := s.scratch.owned[:0]
+	for _, ce := range s.children[uid] {
+		if ce.key.Kind != kind || ce.key.Namespace != owner.key.Namespace || ce.mark == s.gen {
+			continue
+		}
+		ce.mark = s.gen
+		out = append(out, ce)
+	}
+	sortEntries(out)
+	s.scratch.owned = out
+	return out
+}
+
+func sortEntries(list []*entry) {
+	slices.SortFunc(list, func(x, y *entry) int {
+		a, b := x.key, y.key
+		if a.Kind != b.Kind {
+			return kindOrder(a.Kind) - kindOrder(b.Kind)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}
+
+func kindOrder(k Kind) int {
+	for i, d := range depth1Kinds {
+		if d == k {
+			return i
+		}
+	}
+	return len(depth1Kinds) + int(k)
+}
+
+// runningVersion is the version of the container whose image repository is
+// the App's repository, else of the first container, in the workload's pod
+// template.
+func runningVersion(w *Object, repository string) string {
+	ws, ok := w.Spec.(*WorkloadSpec)
+	if !ok || len(ws.Containers) == 0 {
+		return ""
+	}
+	for _, c := range ws.Containers {
+		if ref := ParseImage(c.Image); repository != "" && ref.Repository == repository {
+			return ref.Version()
+		}
+	}
+	return ImageTag(ws.Containers[0].Image)
+}
+
+// appHealth is the worst health over the App node and its live children,
+// with a message naming up to three causes. prev is the previous version's,
+// reused when equal.
+func appHealth(tree []TreeNode, prev Health) Health {
+	worst := HealthHealthy
+	for _, n := range tree {
+		if n.HasHealth && n.Health.Status.Worse(worst) {
+			worst = n.Health.Status
+		}
+	}
+	if worst == HealthHealthy {
+		return Health{Status: HealthHealthy}
+	}
+	total, size := 0, len("Caused by ")+len(" and 999999 more")
+	for _, n := range tree {
+		if n.HasHealth && n.Health.Status == worst {
+			if total < 3 {
+				size += len(n.Cause) + 2
+			}
+			total++
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteString("Caused by ")
+	i := 0
+	for _, n := range tree {
+		if !n.HasHealth || n.Health.Status != worst || i == 3 {
+			continue
+		}
+		switch {
+		case i == 0:
+		case i == total-1:
+			b.WriteString(" and ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(n.Cause)
+		i++
+	}
+	if total > 3 {
+		b.WriteString(" and ")
+		b.WriteString(strconv.Itoa(total - 3))
+		b.WriteString(" more")
+	}
+	h := Health{Status: worst, Message: b.String()}
+	if h == prev {
+		return prev
+	}
+	return h
+}
+
+// treeImages are the images of the tree's workloads and pods, sorted and
+// unique; prev when equal.
+func (s *Store) treeImages(tree []TreeNode, prev []string) []string {
+	out := s.scratch.images[:0]
+	for _, n := range tree {
+		if n.Obj.Kind == KindApp {
+			continue
+		}
+		for _, img := range n.Images {
+			if !slices.Contains(out, img) {
+				out = append(out, img)
+			}
+		}
+	}
+	slices.Sort(out)
+	s.scratch.images = out
+	if slices.Equal(out, prev) {
+		return prev
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return slices.Clone(out)
+}
+
+// appEndpoints are the operator's status.endpoints, else https:// plus each
+// host of the App's ingress spec and of its Ingress objects.
+func appEndpoints(spec *AppSpec, tree []TreeNode) []string {
+	if len(spec.Endpoints) > 0 {
+		return spec.Endpoints
+	}
+	var hosts []string
+	if spec.Ingress.Enabled {
+		hosts = append(hosts, spec.Ingress.Hosts...)
+	}
+	for _, n := range tree {
+		if in, ok := n.Obj.Spec.(*IngressSpec); ok && n.Obj.Kind == KindIngress {
+			hosts = append(hosts, in.Hosts...)
+		}
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	sort.Strings(hosts)
+	out := make([]string, 0, len(hosts))
+	for i, h := range hosts {
+		if i > 0 && h == hosts[i-1] {
+			continue
+		}
+		out = append(out, "https://"+h)
+	}
+	return out
+}
+
+// history lists the app's releases, oldest first: one entry per ReplicaSet
+// of its Deployment (id = the Deployment revision), plus the operator's
+// upgradeHistory entries for versions no ReplicaSet remembers.
+func (s *Store) history(workload *entry, spec *AppSpec, prev []HistoryEntry) []HistoryEntry {
+	out := s.scratch.history[:0]
+	if workload != nil && workload.key.Kind == KindDeployment && workload.info.Obj.UID != "" {
+		for _, ce := range s.children[workload.info.Obj.UID] {
+			if ce.key.Kind != KindReplicaSet || ce.key.Namespace != workload.key.Namespace {
+				continue
+			}
+			rs := ce.info.Obj
+			ws, _ := rs.Spec.(*WorkloadSpec)
+			if ws == nil {
+				continue
+			}
+			id, err := strconv.ParseInt(ws.Revision, 10, 64)
+			if err != nil || id <= 0 {
+				continue
+			}
+			out = append(out, HistoryEntry{ID: id, Revision: runningVersion(rs, spec.Repository), DeployedAt: rs.Created, DeployStartedAt: rs.Created})
+		}
+	}
+	for _, u := range spec.UpgradeHistory {
+		tag := u.Tag
+		if tag == "" && u.Image != "" {
+			tag = ImageTag(u.Image)
+		}
+		if tag == "" || hasRevision(out, tag) {
+			continue
+		}
+		done := u.CompletedAt
+		if done == 0 {
+			done = u.StartedAt
+		}
+		out = append(out, HistoryEntry{Revision: tag, DeployedAt: done, DeployStartedAt: u.StartedAt})
+	}
+	slices.SortFunc(out, func(a, b HistoryEntry) int {
+		if a.DeployedAt != b.DeployedAt {
+			return cmpInt(a.DeployedAt, b.DeployedAt)
+		}
+		if a.ID != b.ID {
+			return cmpInt(a.ID, b.ID)
+		}
+		return strings.Compare(a.Revision, b.Revision)
+	})
+	s.scratch.history = out
+	if slices.Equal(out, prev) {
+		return prev
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return slices.Clone(out)
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func hasRevision(list []HistoryEntry, rev string) bool {
+	for _, h := range list {
+		if h.Revision == rev {
+			return true
+		}
+	}
+	return false
+}
+
+// operationOf is the sync operation the App's sync annotation asked for:
+// Running until the app is Synced on its declared version and no longer
+// rolling out, then Succeeded.
+func operationOf(o *Object, spec *AppSpec, a *App) *SyncOp {
+	if spec.SyncRequestedAt == "" {
+		return nil
+	}
+	op := &SyncOp{StartedAt: spec.SyncRequestedAt, Revision: spec.Tag, InitiatedBy: spec.SyncRequestedBy}
+	if _, err := time.Parse(time.RFC3339, spec.SyncRequestedAt); err != nil {
+		op.StartedAt = ""
+	}
+	pending := o.Generation > spec.ObservedGeneration || !spec.HasStatus
+	if a.Sync != SyncSynced || a.Health.Status == HealthProgressing || pending {
+		op.Phase = "Running"
+		op.Message = "waiting for the rollout of " + orUnknown(spec.Tag)
+	} else {
+		op.Phase = "Succeeded"
+		op.Message = "synced to " + spec.Tag
+	}
+	return op
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "the declared version"
+	}
+	return s
+}

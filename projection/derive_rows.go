@@ -1,0 +1,249 @@
+package projection
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// deriveSites recomputes the static-site rows of one namespace: one per
+// Middleware serving static files, routed by the first IngressRoute route
+// that references it.
+func (s *Store) deriveSites(deltas []Delta, ns string) []Delta {
+	nu := map[AppKey]*App{}
+	var routes []*NodeInfo
+	for _, set := range s.siteObjs {
+		for k := range set {
+			if k.Kind == KindIngressRoute {
+				if e := s.objects[k]; e != nil {
+					routes = append(routes, e.info)
+				}
+			}
+		}
+	}
+	sort.Slice(routes, func(i, j int) bool {
+		a, b := routes[i].Obj, routes[j].Obj
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	for k := range s.siteObjs[ns] {
+		if k.Kind != KindMiddleware {
+			continue
+		}
+		e := s.objects[k]
+		if e == nil {
+			continue
+		}
+		if mw, ok := e.info.Obj.Spec.(*MiddlewareSpec); ok && mw.StaticRoot != "" {
+			row := s.buildSite(e.info, routes)
+			nu[row.Key()] = row
+		}
+	}
+	var keys []AppKey
+	for k, a := range s.sites {
+		if a.Namespace == ns {
+			keys = append(keys, k)
+		}
+	}
+	for k := range nu {
+		if _, had := s.sites[k]; !had {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	for _, k := range keys {
+		old, row := s.sites[k], nu[k]
+		if row == nil {
+			delete(s.sites, k)
+		} else {
+			s.sites[k] = row
+		}
+		deltas = s.appendDelta(deltas, RowSite, k, old, row)
+	}
+	return deltas
+}
+
+func (s *Store) buildSite(mw *NodeInfo, routes []*NodeInfo) *App {
+	o := mw.Obj
+	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
+	a := &App{
+		Row:       RowSite,
+		Namespace: o.Namespace,
+		Name:      o.Name,
+		UID:       o.UID,
+		Env:       env,
+		Org:       o.Labels.Value(LabelOrg),
+		Project:   projectOf(o.Labels),
+		Created:   o.Created,
+		Role:      "site",
+		Declared:  "static",
+		Running:   "static",
+		Sync:      SyncSynced,
+		Health:    Health{Status: HealthMissing, Message: "no IngressRoute routes to this site"},
+		Tree:      []TreeNode{{NodeInfo: mw}},
+	}
+	a.setEncodings(&s.cfg)
+	for _, ir := range routes {
+		spec, _ := ir.Obj.Spec.(*IngressRouteSpec)
+		if spec == nil {
+			continue
+		}
+		for _, r := range spec.Routes {
+			if !routesTo(r, ir.Obj.Namespace, o) {
+				continue
+			}
+			host := firstHost(r.Match)
+			a.Health = Health{Status: HealthHealthy}
+			if host != "" {
+				a.Endpoints = []string{"https://" + host}
+			}
+			a.Tree = append(a.Tree, TreeNode{NodeInfo: ir, Parent: mw})
+			return a
+		}
+	}
+	return a
+}
+
+func routesTo(r Route, routeNS string, mw *Object) bool {
+	for _, ref := range r.Middlewares {
+		ns := ref.Namespace
+		if ns == "" {
+			ns = routeNS
+		}
+		if ref.Name == mw.Name && ns == mw.Namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// firstHost extracts the first Host(`…`) of a route match expression.
+func firstHost(match string) string {
+	i := strings.Index(match, "Host(")
+	if i < 0 {
+		return ""
+	}
+	rest := match[i+len("Host("):]
+	if rest == "" {
+		return ""
+	}
+	q := rest[0]
+	if q != '`' && q != '"' && q != '\'' {
+		return ""
+	}
+	end := strings.IndexByte(rest[1:], q)
+	if end < 0 {
+		return ""
+	}
+	return rest[1 : 1+end]
+}
+
+// deriveCD computes the row of a CD Application: its own status strings.
+func (s *Store) deriveCD(k AppKey) *App {
+	e := s.objects[ObjectKey{KindCDApplication, k.Namespace, k.Name}]
+	if e == nil {
+		return nil
+	}
+	o := e.info.Obj
+	spec, _ := o.Spec.(*CDApplicationSpec)
+	if spec == nil {
+		spec = &CDApplicationSpec{}
+	}
+	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
+	a := &App{
+		Row:       RowCD,
+		Namespace: o.Namespace,
+		Name:      o.Name,
+		UID:       o.UID,
+		Env:       env,
+		Org:       o.Labels.Value(LabelOrg),
+		Project:   spec.Project,
+		Created:   o.Created,
+		Role:      "cd",
+		Declared:  spec.TargetRevision,
+		Running:   spec.SyncRevision,
+		Sync:      SyncCode(spec.SyncStatus),
+		Health:    Health{Status: HealthCode(spec.HealthStatus), Message: spec.HealthMessage},
+		Source:    spec,
+		Tree:      []TreeNode{{NodeInfo: e.info}},
+	}
+	a.setEncodings(&s.cfg)
+	if a.Project == "" {
+		a.Project = DefaultProject
+	}
+	switch a.Sync {
+	case SyncSynced, SyncOutOfSync:
+	default:
+		a.Sync = SyncUnknown
+	}
+	switch a.Health.Status {
+	case HealthHealthy, HealthProgressing, HealthDegraded, HealthSuspended, HealthMissing:
+	default:
+		a.Health.Status = HealthUnknown
+	}
+	return a
+}
+
+// sameApplication reports whether two versions of a row encode to the same
+// Application (revision aside).
+func sameApplication(a, b *App) bool {
+	if a.Row != b.Row || a.Namespace != b.Namespace || a.Name != b.Name || a.UID != b.UID ||
+		a.Env != b.Env || a.Org != b.Org || a.Project != b.Project || a.Created != b.Created ||
+		a.Role != b.Role || a.Repository != b.Repository || a.Declared != b.Declared ||
+		a.Running != b.Running || a.Sync != b.Sync || a.Health != b.Health || a.Phase != b.Phase ||
+		a.Replicas != b.Replicas || a.Ready != b.Ready {
+		return false
+	}
+	if !slices.Equal(a.Endpoints, b.Endpoints) || !slices.Equal(a.Images, b.Images) || !slices.Equal(a.History, b.History) {
+		return false
+	}
+	if (a.Operation == nil) != (b.Operation == nil) || (a.Operation != nil && *a.Operation != *b.Operation) {
+		return false
+	}
+	if (a.Source == nil) != (b.Source == nil) || (a.Source != nil && *a.Source != *b.Source) {
+		return false
+	}
+	// status.resources: the depth-1 nodes, their identity and health.
+	ra, rb := resourceNodes(a.Tree), resourceNodes(b.Tree)
+	if len(ra) != len(rb) {
+		return false
+	}
+	for i := range ra {
+		x, y := ra[i], rb[i]
+		if x.Obj.Kind != y.Obj.Kind || x.Obj.Name != y.Obj.Name || x.Obj.Namespace != y.Obj.Namespace ||
+			x.HasHealth != y.HasHealth || x.Health != y.Health {
+			return false
+		}
+	}
+	return true
+}
+
+// resourceNodes are the nodes listed in status.resources: the children of
+// the root.
+func resourceNodes(tree []TreeNode) []TreeNode {
+	if len(tree) == 0 {
+		return nil
+	}
+	root := tree[0].NodeInfo
+	end := 1
+	for end < len(tree) && tree[end].Parent == root {
+		end++
+	}
+	return tree[1:end]
+}
+
+// sameTree reports whether two trees hold the same object versions with the
+// same parents.
+func sameTree(a, b []TreeNode) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].NodeInfo != b[i].NodeInfo || a[i].Parent != b[i].Parent {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,21 @@
+// Package projection is deployd's domain: a pure, order-independent fold of
+// cluster objects into applications, resource trees, health, sync, history
+// and drift.
+//
+// Invariants:
+//   - Pure. The package does no IO, starts no goroutine and imports no
+//     client-go, echo or net/http; only k8s.io/apimachinery types.
+//   - One writer. Store.Apply is called by exactly one goroutine (the owner of
+//     the Store). It folds a batch of Changes, bumps the revision once, publishes
+//     a new immutable Snapshot through an atomic pointer, and returns the Deltas.
+//   - Readers never lock. Store.Snapshot returns the current *Snapshot; nothing
+//     reachable from it is ever mutated afterwards (every App, Node and slice in
+//     it is fresh or shared read-only). Readers must not mutate it either.
+//   - Order independence. The derived state is a function of the set of objects
+//     currently held, never of the order they arrived in: a Pod before its
+//     ReplicaSet, a child before its App, converge to the same tree.
+//   - Closed registry. Apply rejects any kind outside the registry (Secrets
+//     above all) and any object in a namespace outside the namespace map.
+//   - Encoded forms are computed once per App version, by whichever reader
+//     needs them first, and shared by all readers after that.
+package projection

@@ -1,0 +1,295 @@
+package projection
+
+import (
+	"iter"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Snapshot is an immutable view of the projection at one revision. Every
+// method is safe for concurrent use; nothing returned may be modified.
+type Snapshot struct {
+	// Revision is the revision of the last Delta folded in.
+	Revision uint64
+	// Base is the store's base revision: revisions at or below it are from
+	// before this process started.
+	Base uint64
+
+	namespaces []NamespaceRows // sorted by namespace
+	envs       map[string][]int
+	cd         []*App // CD Application rows, sorted by key
+	projects   []Project
+	count      int
+}
+
+// NamespaceRows are the application rows (operator Apps and static sites)
+// of one namespace, sorted by name.
+type NamespaceRows struct {
+	Namespace string
+	Env       string
+	// Org is the tenant org of a tenant namespace, "" for a platform one.
+	Org  string
+	Rows []*App
+	// Tenant are the rows the org's members see: those of Rows carrying
+	// the org's label. Empty for a platform namespace.
+	Tenant []*App
+}
+
+// Project is an AppProject.
+type Project struct {
+	Namespace   string
+	Name        string
+	UID         string
+	Created     int64
+	Description string
+}
+
+func emptySnapshot(cfg Config) *Snapshot {
+	return &Snapshot{Revision: cfg.BaseRevision, Base: cfg.BaseRevision, envs: map[string][]int{}}
+}
+
+// Len is the number of application rows, CD Applications excluded.
+func (s *Snapshot) Len() int { return s.count }
+
+// Namespaces returns the namespaces that hold rows, sorted.
+func (s *Snapshot) Namespaces() []NamespaceRows { return s.namespaces }
+
+// Apps iterates every application row, CD Applications excluded, in
+// (namespace, name) order.
+func (s *Snapshot) Apps() iter.Seq[*App] {
+	return func(yield func(*App) bool) {
+		for i := range s.namespaces {
+			for _, a := range s.namespaces[i].Rows {
+				if !yield(a) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Env iterates the rows of one environment in (namespace, name) order.
+func (s *Snapshot) Env(env string) iter.Seq[*App] {
+	return func(yield func(*App) bool) {
+		for _, i := range s.envs[env] {
+			for _, a := range s.namespaces[i].Rows {
+				if !yield(a) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Tenant returns the rows a member of org sees: the rows of namespace
+// prefix+org carrying the label hanzo.ai/org=org, sorted. O(log namespaces).
+func (s *Snapshot) Tenant(prefix, org string) []*App {
+	if org == "" {
+		return nil
+	}
+	if nr := s.namespace(prefix + org); nr != nil && nr.Org == org {
+		return nr.Tenant
+	}
+	return nil
+}
+
+// CDApplications returns the CD Application rows, sorted.
+func (s *Snapshot) CDApplications() []*App { return s.cd }
+
+// Projects returns the AppProjects, sorted by (namespace, name).
+func (s *Snapshot) Projects() []Project { return s.projects }
+
+// Get returns the application row (operator App or site) at namespace/name.
+func (s *Snapshot) Get(namespace, name string) *App {
+	nr := s.namespace(namespace)
+	if nr == nil {
+		return nil
+	}
+	return findRow(nr.Rows, AppKey{namespace, name})
+}
+
+// GetCD returns the CD Application row at namespace/name.
+func (s *Snapshot) GetCD(namespace, name string) *App {
+	return findRow(s.cd, AppKey{namespace, name})
+}
+
+// Find returns the application rows named name, in namespace order.
+func (s *Snapshot) Find(name string) []*App {
+	var out []*App
+	for i := range s.namespaces {
+		if a := findRow(s.namespaces[i].Rows, AppKey{s.namespaces[i].Namespace, name}); a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (s *Snapshot) namespace(ns string) *NamespaceRows {
+	i := sort.Search(len(s.namespaces), func(i int) bool { return s.namespaces[i].Namespace >= ns })
+	if i < len(s.namespaces) && s.namespaces[i].Namespace == ns {
+		return &s.namespaces[i]
+	}
+	return nil
+}
+
+func findRow(rows []*App, k AppKey) *App {
+	i := sort.Search(len(rows), func(i int) bool { return !rows[i].Key().less(k) })
+	if i < len(rows) && rows[i].Key() == k {
+		return rows[i]
+	}
+	return nil
+}
+
+// publish builds the next snapshot from the current one and the deltas:
+// only the namespaces the deltas touch are rebuilt.
+func (s *Store) publish(deltas []Delta) {
+	prev := s.snap.Load()
+	next := &Snapshot{Revision: s.rev, Base: prev.Base, cd: prev.cd, projects: prev.projects, envs: prev.envs}
+
+	changed := map[string][]AppKey{}
+	var cdChanged []AppKey
+	for _, d := range deltas {
+		if d.Row == RowCD {
+			cdChanged = append(cdChanged, d.Key)
+			continue
+		}
+		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], d.Key)
+	}
+	if len(changed) > 0 {
+		next.namespaces = s.mergeNamespaces(prev.namespaces, changed)
+		next.envs = envIndex(next.namespaces)
+	} else {
+		next.namespaces = prev.namespaces
+	}
+	for i := range next.namespaces {
+		next.count += len(next.namespaces[i].Rows)
+	}
+	if len(cdChanged) > 0 {
+		next.cd = mergeRows(prev.cd, cdChanged, func(k AppKey) *App { return s.cds[k] })
+	}
+	if s.projects {
+		next.projects = s.projectList()
+		s.projects = false
+	}
+	s.snap.Store(next)
+}
+
+// row is the published row at k: the operator App, else the site.
+func (s *Store) row(k AppKey) *App {
+	if a := s.apps[k]; a != nil {
+		return a
+	}
+	return s.sites[k]
+}
+
+func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKey) []NamespaceRows {
+	out := make([]NamespaceRows, 0, len(prev)+len(changed))
+	names := make([]string, 0, len(changed))
+	for ns := range changed {
+		names = append(names, ns)
+	}
+	sort.Strings(names)
+	i, j := 0, 0
+	for i < len(prev) || j < len(names) {
+		switch {
+		case j == len(names) || (i < len(prev) && prev[i].Namespace < names[j]):
+			out = append(out, prev[i])
+			i++
+		default:
+			ns := names[j]
+			var old []*App
+			if i < len(prev) && prev[i].Namespace == ns {
+				old = prev[i].Rows
+				i++
+			}
+			j++
+			rows := mergeRows(old, changed[ns], s.row)
+			if len(rows) == 0 {
+				continue
+			}
+			env, org, _ := s.cfg.Namespaces.Env(ns)
+			out = append(out, NamespaceRows{Namespace: ns, Env: env, Org: org, Rows: rows, Tenant: tenantRows(rows, org)})
+		}
+	}
+	return out
+}
+
+// mergeRows returns a new sorted slice: old with the rows at the changed keys
+// replaced by current(k), removed where current(k) is nil. Unchanged runs
+// are block-copied; only the changed keys are searched.
+func mergeRows(old []*App, changed []AppKey, current func(AppKey) *App) []*App {
+	slices.SortFunc(changed, func(a, b AppKey) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	out := make([]*App, 0, len(old)+len(changed))
+	i := 0
+	for j, k := range changed {
+		if j > 0 && changed[j-1] == k {
+			continue
+		}
+		at := i + sort.Search(len(old)-i, func(x int) bool { return !old[i+x].Key().less(k) })
+		out = append(out, old[i:at]...)
+		i = at
+		if i < len(old) && old[i].Key() == k {
+			i++
+		}
+		if a := current(k); a != nil {
+			out = append(out, a)
+		}
+	}
+	return append(out, old[i:]...)
+}
+
+func tenantRows(rows []*App, org string) []*App {
+	if org == "" {
+		return nil
+	}
+	all := true
+	for _, a := range rows {
+		if a.Org != org {
+			all = false
+			break
+		}
+	}
+	if all {
+		return rows
+	}
+	var out []*App
+	for _, a := range rows {
+		if a.Org == org {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func envIndex(nss []NamespaceRows) map[string][]int {
+	m := map[string][]int{}
+	for i := range nss {
+		m[nss[i].Env] = append(m[nss[i].Env], i)
+	}
+	return m
+}
+
+func (s *Store) projectList() []Project {
+	out := make([]Project, 0, len(s.projectObjs))
+	for k := range s.projectObjs {
+		e := s.objects[k]
+		if e == nil {
+			continue
+		}
+		o := e.info.Obj
+		out = append(out, Project{Namespace: o.Namespace, Name: o.Name, UID: o.UID, Created: o.Created})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

@@ -1,0 +1,546 @@
+package projection
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+)
+
+// Op is what happened to an object.
+type Op uint8
+
+// The operations of a Change.
+const (
+	// Upsert adds an object or replaces the version held.
+	Upsert Op = iota + 1
+	// Delete removes an object. Only the Object's key (kind, namespace,
+	// name) is read.
+	Delete
+)
+
+func (o Op) String() string {
+	switch o {
+	case Upsert:
+		return "upsert"
+	case Delete:
+		return "delete"
+	}
+	return "invalid"
+}
+
+// Change is one add, update or delete of one object.
+type Change struct {
+	Op     Op
+	Object *Object
+}
+
+// EventType is the Argo CD watch event type of a Delta.
+type EventType string
+
+// The event types.
+const (
+	Added    EventType = "ADDED"
+	Modified EventType = "MODIFIED"
+	Deleted  EventType = "DELETED"
+)
+
+// Delta says how one application row changed in one Apply. Each Delta has
+// its own revision; revisions increase by one per Delta.
+type Delta struct {
+	Revision uint64
+	Key      AppKey
+	Row      RowKind
+	Type     EventType
+	Old      *App // nil for Added
+	New      *App // nil for Deleted
+	// AppChanged: the Application (list/detail/stream form) changed.
+	// TreeChanged: the resource tree changed. A Delta has at least one.
+	AppChanged  bool
+	TreeChanged bool
+}
+
+// ErrRejected wraps every change Apply refused.
+var ErrRejected = errors.New("change rejected")
+
+// Store is the fold. Apply must be called from one goroutine only; Snapshot
+// may be called from any goroutine at any time.
+type Store struct {
+	cfg  Config
+	snap atomic.Pointer[Snapshot]
+	rev  uint64
+	gen  uint64 // derivation generation, for entry.mark
+
+	objects  map[ObjectKey]*entry
+	byUID    map[string]*entry
+	children map[string][]*entry // owner uid → objects naming it as owner
+	names    map[nsName][]*entry // depth-1 kinds by namespace and name
+	pods     podIndex
+
+	apps  map[AppKey]*App // operator App rows
+	sites map[AppKey]*App
+	cds   map[AppKey]*App
+
+	// Per-namespace objects of the site kinds, and the AppProjects (few).
+	siteObjs    map[string]map[ObjectKey]struct{}
+	projectObjs map[ObjectKey]struct{}
+
+	scratch scratch // reusable buffers of the writer
+
+	dirtyApps  map[AppKey]struct{}
+	dirtySites map[string]struct{} // namespaces
+	dirtyCDs   map[AppKey]struct{}
+	projects   bool // an AppProject changed
+}
+
+type nsName struct{ namespace, name string }
+
+// scratch holds buffers the writer reuses across derivations; nothing in
+// them is ever published.
+type scratch struct {
+	depth1  []*entry
+	owned   []*entry
+	tree    []TreeNode
+	images  []string
+	history []HistoryEntry
+}
+
+// entry is the writer's record of one object, stable across its versions.
+// Only the writer goroutine reads or writes it.
+type entry struct {
+	key  ObjectKey
+	info *NodeInfo // the current version
+	// apps are the App rows whose tree held this object at their last
+	// derivation.
+	apps []AppKey
+	// mark is the derivation generation that last placed it in a tree.
+	mark uint64
+}
+
+// NewStore returns an empty store whose snapshot is at cfg.BaseRevision.
+func NewStore(cfg Config) *Store {
+	s := &Store{
+		cfg:         cfg,
+		rev:         cfg.BaseRevision,
+		objects:     make(map[ObjectKey]*entry),
+		byUID:       make(map[string]*entry),
+		children:    make(map[string][]*entry),
+		names:       make(map[nsName][]*entry),
+		pods:        newPodIndex(),
+		apps:        make(map[AppKey]*App),
+		sites:       make(map[AppKey]*App),
+		cds:         make(map[AppKey]*App),
+		siteObjs:    make(map[string]map[ObjectKey]struct{}),
+		projectObjs: make(map[ObjectKey]struct{}),
+		dirtyApps:   make(map[AppKey]struct{}),
+		dirtySites:  make(map[string]struct{}),
+		dirtyCDs:    make(map[AppKey]struct{}),
+	}
+	s.snap.Store(emptySnapshot(cfg))
+	return s
+}
+
+// Snapshot returns the current immutable snapshot. Safe for any goroutine.
+func (s *Store) Snapshot() *Snapshot { return s.snap.Load() }
+
+// Config returns the store's configuration.
+func (s *Store) Config() Config { return s.cfg }
+
+// Apply folds a batch of changes in order, publishes the new snapshot and
+// returns the deltas, sorted by revision. Changes of a kind outside the
+// registry, or in a namespace outside the namespace map, are refused and
+// reported in the error (wrapping ErrRejected); the rest still apply.
+func (s *Store) Apply(changes ...Change) ([]Delta, error) {
+	var rejected []error
+	for i := range changes {
+		if err := s.fold(changes[i]); err != nil {
+			rejected = append(rejected, err)
+		}
+	}
+	deltas := s.derive()
+	if len(deltas) > 0 || s.projects {
+		s.publish(deltas)
+	}
+	if len(rejected) > 0 {
+		return deltas, fmt.Errorf("%w: %w", ErrRejected, errors.Join(rejected...))
+	}
+	return deltas, nil
+}
+
+// fold records one change in the object store and marks what it affects.
+func (s *Store) fold(c Change) error {
+	o := c.Object
+	if o == nil {
+		return errors.New("change without object")
+	}
+	if !o.Kind.InRegistry() {
+		return fmt.Errorf("%s %s/%s: %w", o.Kind, o.Namespace, o.Name, ErrUnknownKind)
+	}
+	if !s.cfg.Namespaces.Watched(o.Namespace) {
+		return fmt.Errorf("%s %s/%s: namespace %q is not in the namespace map", o.Kind, o.Namespace, o.Name, o.Namespace)
+	}
+	key := o.Key()
+	e := s.objects[key]
+	switch c.Op {
+	case Upsert:
+		if o.Name == "" {
+			return errors.New("object without name")
+		}
+		if e == nil {
+			e = &entry{key: key}
+			s.objects[key] = e
+		} else {
+			s.markAffected(e)
+			s.unlink(e, o)
+		}
+		old := e.info
+		e.info = newNodeInfo(o)
+		e.info.e = e
+		s.link(e, old)
+		s.markAffected(e)
+	case Delete:
+		if e == nil {
+			return nil
+		}
+		s.markAffected(e)
+		delete(s.objects, key)
+		s.unlink(e, nil)
+	default:
+		return fmt.Errorf("change with invalid op %d", c.Op)
+	}
+	return nil
+}
+
+// markAffected marks every row whose derivation may read this object: the
+// rows it belonged to at their last derivation, the rows it would belong to
+// now, and, through its uid, the rows of the objects it owns.
+func (s *Store) markAffected(e *entry) {
+	s.markRows(e)
+	o, key := e.info.Obj, e.key
+	switch key.Kind {
+	case KindMiddleware, KindIngressRoute:
+		s.dirtySites[key.Namespace] = struct{}{}
+		if ir, ok := o.Spec.(*IngressRouteSpec); ok {
+			for _, r := range ir.Routes {
+				for _, mw := range r.Middlewares {
+					if mw.Namespace != "" {
+						s.dirtySites[mw.Namespace] = struct{}{}
+					}
+				}
+			}
+		}
+		return
+	case KindCDApplication:
+		s.dirtyCDs[AppKey{key.Namespace, key.Name}] = struct{}{}
+		return
+	case KindAppProject:
+		s.projects = true
+		return
+	}
+	s.walkUp(e, 0)
+	if o.UID != "" {
+		for _, ce := range s.children[o.UID] {
+			s.markRows(ce)
+		}
+	}
+}
+
+// walkUp marks the rows an object would belong to given the objects held
+// now: an App is its own row; a depth-1 kind belongs to the App that owns it
+// or shares its name; a ReplicaSet to its Deployment's rows; a Pod to its
+// controller's rows, or to the rows of the Deployments selecting it.
+func (s *Store) walkUp(e *entry, depth int) {
+	if depth > 3 {
+		return
+	}
+	key, o := e.key, e.info.Obj
+	switch key.Kind {
+	case KindApp:
+		s.dirtyApps[AppKey{key.Namespace, key.Name}] = struct{}{}
+	case KindDeployment, KindStatefulSet, KindService, KindIngress, KindHPA, KindPDB, KindConfigMap:
+		if _, ok := s.objects[ObjectKey{KindApp, key.Namespace, key.Name}]; ok {
+			s.dirtyApps[AppKey{key.Namespace, key.Name}] = struct{}{}
+		}
+		for _, ow := range o.Owners {
+			if oe := s.owner(o, ow); oe != nil && oe.key.Kind == KindApp {
+				s.dirtyApps[AppKey{oe.key.Namespace, oe.key.Name}] = struct{}{}
+			}
+		}
+	case KindReplicaSet, KindPod:
+		owned := false
+		for _, ow := range o.Owners {
+			if oe := s.owner(o, ow); oe != nil {
+				owned = true
+				s.markRows(oe)
+				s.walkUp(oe, depth+1)
+			}
+		}
+		if key.Kind == KindPod && !owned {
+			for _, de := range s.pods.selectingDeployments(s, key.Namespace, o.Labels) {
+				s.markRows(de)
+				s.walkUp(de, depth+1)
+			}
+		}
+	}
+}
+
+// owner returns the held object an owner reference names, in the object's
+// namespace.
+func (s *Store) owner(o *Object, ow OwnerRef) *entry {
+	if ow.UID == "" {
+		return nil
+	}
+	if oe := s.byUID[ow.UID]; oe != nil && oe.key.Namespace == o.Namespace {
+		return oe
+	}
+	return nil
+}
+
+func (s *Store) markRows(e *entry) {
+	for _, a := range e.apps {
+		s.dirtyApps[a] = struct{}{}
+	}
+}
+
+// link adds the entry's current version to the indexes; old is the version
+// unlink removed just before (nil for a new object).
+func (s *Store) link(e *entry, old *NodeInfo) {
+	o, key := e.info.Obj, e.key
+	var prev *Object
+	if old != nil {
+		prev = old.Obj
+	}
+	sameUID := prev != nil && prev.UID == o.UID
+	if !sameUID && o.UID != "" {
+		s.byUID[o.UID] = e
+	}
+	if prev == nil || !sameOwners(prev.Owners, o.Owners) {
+		for _, ow := range o.Owners {
+			if ow.UID != "" {
+				s.children[ow.UID] = append(s.children[ow.UID], e)
+			}
+		}
+	}
+	if prev == nil {
+		switch {
+		case isDepth1(key.Kind):
+			nn := nsName{key.Namespace, key.Name}
+			s.names[nn] = append(s.names[nn], e)
+		case key.Kind == KindMiddleware || key.Kind == KindIngressRoute:
+			set := s.siteObjs[key.Namespace]
+			if set == nil {
+				set = make(map[ObjectKey]struct{})
+				s.siteObjs[key.Namespace] = set
+			}
+			set[key] = struct{}{}
+		case key.Kind == KindAppProject:
+			s.projectObjs[key] = struct{}{}
+		}
+	}
+	switch key.Kind {
+	case KindDeployment:
+		s.pods.addDeployment(e)
+	case KindPod:
+		s.pods.addPod(s, e)
+	}
+	// An owner arriving adopts the pods that were waiting for it.
+	if !sameUID && o.UID != "" && (key.Kind == KindReplicaSet || key.Kind == KindStatefulSet) {
+		for _, ce := range s.children[o.UID] {
+			if ce.key.Kind == KindPod {
+				s.pods.refresh(s, ce)
+			}
+		}
+	}
+}
+
+// unlink removes the entry's current version from the indexes. next is the
+// version about to replace it (nil when the object is deleted).
+func (s *Store) unlink(e *entry, next *Object) {
+	o, key := e.info.Obj, e.key
+	sameUID := next != nil && next.UID == o.UID
+	if !sameUID && o.UID != "" && s.byUID[o.UID] == e {
+		delete(s.byUID, o.UID)
+	}
+	if next == nil || !sameOwners(o.Owners, next.Owners) {
+		for _, ow := range o.Owners {
+			if ow.UID == "" {
+				continue
+			}
+			if list := removeEntry(s.children[ow.UID], e); len(list) == 0 {
+				delete(s.children, ow.UID)
+			} else {
+				s.children[ow.UID] = list
+			}
+		}
+	}
+	if next == nil {
+		switch {
+		case isDepth1(key.Kind):
+			nn := nsName{key.Namespace, key.Name}
+			if list := removeEntry(s.names[nn], e); len(list) == 0 {
+				delete(s.names, nn)
+			} else {
+				s.names[nn] = list
+			}
+		case key.Kind == KindMiddleware || key.Kind == KindIngressRoute:
+			if set := s.siteObjs[key.Namespace]; set != nil {
+				delete(set, key)
+				if len(set) == 0 {
+					delete(s.siteObjs, key.Namespace)
+				}
+			}
+		case key.Kind == KindAppProject:
+			delete(s.projectObjs, key)
+		}
+	}
+	switch key.Kind {
+	case KindDeployment:
+		s.pods.removeDeployment(e)
+	case KindPod:
+		s.pods.removeOrphan(key)
+	}
+	// An owner leaving orphans its pods.
+	if !sameUID && o.UID != "" && (key.Kind == KindReplicaSet || key.Kind == KindStatefulSet) {
+		for _, ce := range s.children[o.UID] {
+			if ce.key.Kind == KindPod {
+				s.pods.refresh(s, ce)
+			}
+		}
+	}
+}
+
+func sameOwners(a, b []OwnerRef) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].UID != b[i].UID {
+			return false
+		}
+	}
+	return true
+}
+
+func removeEntry(list []*entry, e *entry) []*entry {
+	for i, x := range list {
+		if x == e {
+			list[i] = list[len(list)-1]
+			list[len(list)-1] = nil
+			return list[:len(list)-1]
+		}
+	}
+	return list
+}
+
+// hasPresentOwner reports whether one of the object's owners is held, in its
+// namespace.
+func (s *Store) hasPresentOwner(o *Object) bool {
+	for _, ow := range o.Owners {
+		if s.owner(o, ow) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// derive recomputes every dirty row and returns the deltas, in key order.
+func (s *Store) derive() []Delta {
+	var deltas []Delta
+	if len(s.dirtyApps) > 0 {
+		keys := sortedKeys(s.dirtyApps)
+		clear(s.dirtyApps)
+		for _, k := range keys {
+			old := s.apps[k]
+			nu := s.deriveApp(k)
+			if nu == nil {
+				delete(s.apps, k)
+			} else {
+				s.apps[k] = nu
+			}
+			deltas = s.appendDelta(deltas, RowApp, k, old, nu)
+		}
+	}
+	if len(s.dirtySites) > 0 {
+		nss := make([]string, 0, len(s.dirtySites))
+		for ns := range s.dirtySites {
+			nss = append(nss, ns)
+		}
+		clear(s.dirtySites)
+		sort.Strings(nss)
+		for _, ns := range nss {
+			deltas = s.deriveSites(deltas, ns)
+		}
+	}
+	if len(s.dirtyCDs) > 0 {
+		keys := sortedKeys(s.dirtyCDs)
+		clear(s.dirtyCDs)
+		for _, k := range keys {
+			old := s.cds[k]
+			nu := s.deriveCD(k)
+			if nu == nil {
+				delete(s.cds, k)
+			} else {
+				s.cds[k] = nu
+			}
+			deltas = s.appendDelta(deltas, RowCD, k, old, nu)
+		}
+	}
+	return deltas
+}
+
+// appendDelta compares a row's old and new version and, when they differ,
+// assigns the next revision and appends a Delta. An unchanged Application
+// keeps its revision and encoded form.
+func (s *Store) appendDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App) []Delta {
+	switch {
+	case old == nil && nu == nil:
+		return deltas
+	case old == nil:
+		s.rev++
+		nu.Revision, nu.TreeRevision = s.rev, s.rev
+		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Added, New: nu, AppChanged: true, TreeChanged: true})
+	case nu == nil:
+		s.rev++
+		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Deleted, Old: old, AppChanged: true, TreeChanged: true})
+	}
+	appChanged := !sameApplication(old, nu)
+	treeChanged := !sameTree(old.Tree, nu.Tree)
+	if !appChanged && !treeChanged {
+		// Keep the published version: nothing a reader sees changed.
+		s.keep(row, k, old)
+		return deltas
+	}
+	s.rev++
+	nu.Revision, nu.TreeRevision = old.Revision, old.TreeRevision
+	if appChanged {
+		nu.Revision = s.rev
+	} else {
+		nu.argo = old.argo
+	}
+	if treeChanged {
+		nu.TreeRevision = s.rev
+	} else {
+		nu.tree = old.tree
+	}
+	return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Modified, Old: old, New: nu, AppChanged: appChanged, TreeChanged: treeChanged})
+}
+
+func (s *Store) keep(row RowKind, k AppKey, old *App) {
+	switch row {
+	case RowApp:
+		s.apps[k] = old
+	case RowSite:
+		s.sites[k] = old
+	case RowCD:
+		s.cds[k] = old
+	}
+}
+
+func sortedKeys(m map[AppKey]struct{}) []AppKey {
+	keys := make([]AppKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	return keys
+}
