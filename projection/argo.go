@@ -2,6 +2,7 @@ package projection
 
 import (
 	"encoding/json"
+	"iter"
 	"strconv"
 	"time"
 )
@@ -313,4 +314,22 @@ func mustJSON(v any) []byte {
 		panic("projection: encode: " + err.Error())
 	}
 	return b
+}
+
+// AppendApplicationList appends an Argo CD ApplicationList of the given rows
+// at revision rev, assembled from each row's pre-encoded Application: no
+// row is encoded again. Items is [] when there are none.
+func AppendApplicationList(dst []byte, rev uint64, rows iter.Seq[*App]) []byte {
+	dst = append(dst, `{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationList","metadata":{"resourceVersion":"`...)
+	dst = strconv.AppendUint(dst, rev, 10)
+	dst = append(dst, `"},"items":[`...)
+	first := true
+	for a := range rows {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, a.ApplicationJSON()...)
+	}
+	return append(dst, "]}"...)
 }

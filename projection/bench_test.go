@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -203,4 +204,40 @@ func BenchmarkLoad(b *testing.B) {
 		runtime.KeepAlive(s)
 		b.StartTimer()
 	}
+}
+
+// BenchmarkList assembles the full list (10k apps) and one tenant's list
+// (500 apps) from a snapshot whose rows are already encoded, as a list
+// request does after the first one encoded them.
+func BenchmarkList(b *testing.B) {
+	s := loadedStore(b, benchFleet(10_000))
+	snap := s.Snapshot()
+	AppendApplicationList(nil, snap.Revision, snap.Apps()) // encode every row once
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for i := 0; i < b.N; i++ {
+			buf = AppendApplicationList(buf[:0], snap.Revision, snap.Apps())
+		}
+		b.ReportMetric(float64(len(buf))/1e6, "MB/list")
+	})
+	b.Run("tenant", func(b *testing.B) {
+		rows := snap.Tenant(TenantPrefix, "org002")
+		if len(rows) != 500 {
+			b.Fatalf("tenant org002 has %d apps, want 500", len(rows))
+		}
+		b.ReportAllocs()
+		var buf []byte
+		for i := 0; i < b.N; i++ {
+			buf = AppendApplicationList(buf[:0], snap.Revision, slices.Values(snap.Tenant(TenantPrefix, "org002")))
+		}
+		b.ReportMetric(float64(len(buf))/1e6, "MB/list")
+	})
+	b.Run("encode-one", func(b *testing.B) {
+		a := snap.Tenant(TenantPrefix, "org002")[0]
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_ = mustJSON(a.Application())
+		}
+	})
 }
