@@ -1,0 +1,109 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+)
+
+// maxCacheEntryLife bounds how long a verified token is trusted without
+// checking its signature again, whatever its exp says.
+const maxCacheEntryLife = 10 * time.Minute
+
+// cachedPrincipal is a verified token's Principal and the instant the entry
+// stops being usable (never after the token's exp).
+type cachedPrincipal struct {
+	p     *Principal
+	until time.Time
+}
+
+// Verify checks a raw ID token (signature by the issuer's keys with an
+// allowed algorithm, issuer, audience = ClientID or an extra audience,
+// expiry) and maps its claims to a Principal. Results are cached by the
+// token's SHA-256 until the token's exp (at most 10 minutes), and exp is
+// checked again on every hit. Errors are ErrDisabled, ErrTokenExpired or
+// ErrTokenRefused, wrapped with the cause.
+func (a *Authenticator) Verify(ctx context.Context, raw string) (*Principal, error) {
+	prov, err := a.current()
+	if err != nil {
+		return nil, err
+	}
+	if raw == "" {
+		return nil, wrapKind(ErrTokenRefused, errors.New("empty token"))
+	}
+	key := sha256.Sum256([]byte(raw))
+	now := a.now()
+	if c, ok := a.verified.Get(key); ok {
+		if now.Before(c.until) {
+			return c.p.clone(), nil
+		}
+		a.verified.Remove(key)
+	}
+	p, _, err := a.verifyToken(ctx, prov, raw, now)
+	if err != nil {
+		return nil, err
+	}
+	a.verified.Add(key, cachedPrincipal{p: p, until: minTime(p.Expiry, now.Add(maxCacheEntryLife))})
+	return p.clone(), nil
+}
+
+// verifyToken does the uncached verification and returns the Principal and
+// the token's nonce.
+func (a *Authenticator) verifyToken(ctx context.Context, prov *provider, raw string, now time.Time) (*Principal, string, error) {
+	tok, err := prov.verifier.Verify(oidc.ClientContext(ctx, a.cfg.HTTPClient), raw)
+	if err != nil {
+		var exp *oidc.TokenExpiredError
+		if errors.As(err, &exp) {
+			return nil, "", wrapKind(ErrTokenExpired, err)
+		}
+		return nil, "", wrapKind(ErrTokenRefused, err)
+	}
+	if !a.audienceAllowed(tok.Audience) {
+		return nil, "", wrapKind(ErrTokenRefused, fmt.Errorf("audience %q is not %q or an extra audience", tok.Audience, a.cfg.ClientID))
+	}
+	// go-oidc accepts exp == now; a token at its exp is over here.
+	if !now.Before(tok.Expiry) {
+		return nil, "", wrapKind(ErrTokenExpired, fmt.Errorf("expired at %s", tok.Expiry.UTC().Format(time.RFC3339)))
+	}
+	var raws rawClaims
+	if err := tok.Claims(&raws); err != nil {
+		return nil, "", wrapKind(ErrTokenRefused, fmt.Errorf("claims: %w", err))
+	}
+	p, err := a.cfg.Claims.principalFromClaims(raws, tok.Issuer, tok.Subject, tok.Expiry)
+	if err != nil {
+		return nil, "", wrapKind(ErrTokenRefused, fmt.Errorf("claims: %w", err))
+	}
+	if p.Subject == "" {
+		return nil, "", wrapKind(ErrTokenRefused, errors.New("no subject"))
+	}
+	return p, tok.Nonce, nil
+}
+
+// rawClaims keeps the token payload as is for principalFromClaims.
+type rawClaims []byte
+
+func (r *rawClaims) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
+}
+
+func (a *Authenticator) audienceAllowed(aud []string) bool {
+	for _, v := range aud {
+		if v == a.cfg.ClientID || slices.Contains(a.cfg.ExtraAudiences, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,165 @@
+package handlers
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/labstack/echo/v4"
+)
+
+const (
+	logoutPath   = "/v1/deploy/logout"
+	userinfoPath = "/v1/deploy/session/userinfo"
+)
+
+// Session serves the sign-in routes and the authentication middleware.
+type Session struct {
+	auth *auth.Authenticator
+	log  *slog.Logger
+}
+
+// NewSession returns the sign-in routes backed by a.
+func NewSession(a *auth.Authenticator, log *slog.Logger) *Session {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Session{auth: a, log: log}
+}
+
+// Register mounts the sign-in routes:
+//
+//	GET  /v1/deploy/login?returnTo=   302 to the identity provider (503 when sign-in is disabled)
+//	GET  /v1/deploy/callback          completes the sign-in, 302 to the return path
+//	POST /v1/deploy/logout            ends the session
+//	GET  /v1/deploy/session/userinfo  who is signed in (never 401)
+func (s *Session) Register(e *echo.Echo) {
+	e.GET(auth.LoginPath, s.login)
+	e.GET(auth.CallbackPath, s.callback)
+	e.POST(logoutPath, s.logout)
+	e.GET(userinfoPath, s.userinfo)
+}
+
+func noStore(c echo.Context) {
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+}
+
+func (s *Session) login(c echo.Context) error {
+	noStore(c)
+	l, err := s.auth.StartLogin(c.QueryParam("returnTo"))
+	if err != nil {
+		if errors.Is(err, auth.ErrDisabled) {
+			return errorf(http.StatusServiceUnavailable, err.Error())
+		}
+		return errorCause(http.StatusInternalServerError, "sign-in could not start", err)
+	}
+	c.SetCookie(l.Cookie)
+	return c.Redirect(http.StatusFound, l.AuthURL)
+}
+
+func (s *Session) callback(c echo.Context) error {
+	noStore(c)
+	// A flow is used once, whatever the outcome.
+	c.SetCookie(s.auth.ClearFlowCookie())
+	done, err := s.auth.FinishLogin(c.Request().Context(), c.Request())
+	if err != nil {
+		return callbackError(err)
+	}
+	for _, ck := range done.Cookies {
+		c.SetCookie(ck)
+	}
+	p := done.Principal
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "signed in",
+		slog.String("subject", p.Subject), slog.String("username", p.Username), slog.String("org", p.Org),
+		slog.Bool("superAdmin", p.SuperAdmin), slog.Bool("orgAdmin", p.OrgAdmin), slog.Time("until", p.Expiry))
+	if _, err := auth.ScopeFor(p); err != nil {
+		// Going back to a protected page would bounce to the login again,
+		// and the provider would sign the same account in: say why instead.
+		return errorf(http.StatusForbidden, "signed in as "+p.Username+", but the account belongs to no organization: ask an administrator to add you to one")
+	}
+	return c.Redirect(http.StatusFound, done.ReturnTo)
+}
+
+// callbackError maps a sign-in failure to a status and a safe message; the
+// cause (never a token) goes to the log.
+func callbackError(err error) error {
+	const again = ": start again at " + auth.LoginPath
+	for _, m := range []struct {
+		kind error
+		code int
+		msg  string
+	}{
+		{auth.ErrNoFlow, http.StatusBadRequest, "no sign-in in progress (its cookie is missing or not valid)" + again},
+		{auth.ErrFlowExpired, http.StatusBadRequest, "the sign-in took longer than 10 minutes" + again},
+		{auth.ErrStateMismatch, http.StatusBadRequest, "sign-in state mismatch" + again},
+		{auth.ErrReplayed, http.StatusBadRequest, "this sign-in was already completed" + again},
+		{auth.ErrProviderRefused, http.StatusForbidden, "the identity provider refused the sign-in"},
+		{auth.ErrMissingCode, http.StatusBadRequest, "the identity provider sent no authorization code" + again},
+		{auth.ErrExchangeRefused, http.StatusBadRequest, "the identity provider refused the authorization code" + again},
+		{auth.ErrProviderUnreachable, http.StatusBadGateway, "the identity provider could not be reached: try again"},
+		{auth.ErrTokenExpired, http.StatusUnauthorized, "the identity provider issued a token that has already expired: check the clocks of deployd and the identity provider"},
+		{auth.ErrTokenRefused, http.StatusUnauthorized, "the identity provider's token was refused"},
+		{auth.ErrSessionTooLarge, http.StatusBadGateway, "the identity provider's token is too large to keep in a session cookie"},
+	} {
+		if errors.Is(err, m.kind) {
+			return errorCause(m.code, m.msg, err)
+		}
+	}
+	if errors.Is(err, auth.ErrDisabled) {
+		return errorf(http.StatusServiceUnavailable, err.Error())
+	}
+	return errorCause(http.StatusInternalServerError, "sign-in failed", err)
+}
+
+// loggedOut is the body of logout and of userinfo for an anonymous caller.
+type loggedOut struct {
+	LoggedIn bool   `json:"loggedIn"`
+	LoginURL string `json:"loginUrl"`
+}
+
+func (s *Session) logout(c echo.Context) error {
+	noStore(c)
+	for _, ck := range s.auth.ClearSessionCookies() {
+		c.SetCookie(ck)
+	}
+	return c.JSON(http.StatusOK, loggedOut{LoginURL: auth.LoginPath})
+}
+
+// userInfo is Argo CD's UserInfo (loggedIn, username, iss, groups) plus
+// what the dashboard needs to decide what to show.
+type userInfo struct {
+	LoggedIn   bool     `json:"loggedIn"`
+	Username   string   `json:"username"`
+	Issuer     string   `json:"iss"`
+	Groups     []string `json:"groups"`
+	Org        string   `json:"org,omitempty"`
+	SuperAdmin bool     `json:"superAdmin"`
+	OrgAdmin   bool     `json:"orgAdmin"`
+}
+
+func (s *Session) userinfo(c echo.Context) error {
+	noStore(c)
+	r := c.Request()
+	p := auth.PrincipalFrom(r.Context())
+	if p == nil {
+		// Authenticate did not run (or found nothing): resolve leniently;
+		// any failure is simply "not signed in".
+		if h := r.Header.Get(echo.HeaderAuthorization); h != "" {
+			p, _ = s.bearerPrincipal(r.Context(), h)
+		} else {
+			p, _ = s.auth.SessionPrincipal(r.Context(), r)
+		}
+	}
+	if p == nil {
+		return c.JSON(http.StatusOK, loggedOut{LoginURL: auth.LoginPath})
+	}
+	groups := p.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	return c.JSON(http.StatusOK, userInfo{
+		LoggedIn: true, Username: p.Username, Issuer: p.Issuer, Groups: groups,
+		Org: p.Org, SuperAdmin: p.SuperAdmin, OrgAdmin: p.OrgAdmin,
+	})
+}
