@@ -1,0 +1,173 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// etcd is the cluster's single etcd member on two loopback ports (client and
+// peer), its data under dir/etcd.
+type etcd struct {
+	proc *process
+	url  string // client URL, http://127.0.0.1:PORT
+}
+
+func startEtcd(bin, dir string, budget time.Duration) (*etcd, error) {
+	data := filepath.Join(dir, "etcd")
+	deadline := time.Now().Add(budget)
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.RemoveAll(data); err != nil {
+			return nil, err
+		}
+		client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		e := &etcd{url: client, proc: newProcess("etcd", bin, filepath.Join(dir, "etcd.log"), []string{
+			"--name=default",
+			"--data-dir=" + data,
+			"--listen-client-urls=" + client,
+			"--advertise-client-urls=" + client,
+			"--listen-peer-urls=" + peer,
+			"--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=default=" + peer,
+			"--initial-cluster-state=new",
+			"--unsafe-no-fsync=true", // data is thrown away with the test
+			"--enable-grpc-gateway=true",
+			// A single member has no peer to wait for: short ticks make it
+			// leader in ~0.1 s instead of up to a second.
+			"--heartbeat-interval=10",
+			"--election-timeout=100",
+		})}
+		if err := e.proc.start(); err != nil {
+			return nil, err
+		}
+		err = poll(deadline, e.proc, e.healthy)
+		if err == nil {
+			return e, nil
+		}
+		e.proc.stop(syscall.SIGKILL, time.Second)
+		if e.proc.exitedWithBindError() && attempt < 5 {
+			continue
+		}
+		return nil, fmt.Errorf("etcd not healthy: %w\n%s", err, e.proc.tail(20))
+	}
+}
+
+func (e *etcd) healthy() bool {
+	var h struct {
+		Health string `json:"health"`
+	}
+	if err := e.call(context.Background(), http.MethodGet, "/health", nil, &h); err != nil {
+		return false
+	}
+	return h.Health == "true"
+}
+
+// call talks to etcd's HTTP gateway (the v3 API as JSON; int64s are strings).
+func (e *etcd) call(ctx context.Context, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.url+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("etcd %s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
+	}
+	return json.Unmarshal(b, out)
+}
+
+// revision is etcd's current store revision.
+func (e *etcd) revision(ctx context.Context) (int64, error) {
+	var r struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	// Any key will do: every answer carries the store's revision.
+	if err := e.call(ctx, http.MethodPost, "/v3/kv/range", map[string]any{"key": "AA==", "count_only": true}, &r); err != nil {
+		return 0, fmt.Errorf("read etcd revision: %w", err)
+	}
+	return strconv.ParseInt(r.Header.Revision, 10, 64)
+}
+
+// EtcdURL is the client URL of the cluster's etcd (plain http on loopback,
+// no authentication). The v3 API is also served as JSON at EtcdURL()+"/v3/...".
+func (c *Cluster) EtcdURL() string { return c.etcd.url }
+
+// CompactEtcd compacts etcd's history up to its current revision
+// (physically, as the API server's own compactor does every five minutes)
+// and returns that revision; etcd then refuses reads at older revisions.
+// kube-apiserver answers most reads from its watch cache, which keeps its
+// own window: watches, exact-revision lists and continue tokens from inside
+// that window keep working after a compaction. The cache starts afresh at
+// the current revision when the API server starts, so CompactEtcd followed
+// by RestartAPIServer makes every older resourceVersion 410 Gone for good,
+// which is how a test forces an informer to relist from scratch.
+func (c *Cluster) CompactEtcd(t testing.TB) int64 {
+	t.Helper()
+	ctx := t.Context()
+	rev, err := c.etcd.revision(ctx)
+	if err != nil {
+		t.Fatalf("compact etcd: %v", err)
+	}
+	var out struct{}
+	req := map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}
+	err = c.etcd.call(ctx, http.MethodPost, "/v3/kv/compaction", req, &out)
+	if err != nil && !strings.Contains(err.Error(), "required revision has been compacted") {
+		t.Fatalf("compact etcd at revision %d: %v", rev, err)
+	}
+	return rev
+}
+
+// poll calls ready until it says yes, the process exits (errExited) or the
+// deadline passes. The interval starts short, so a fast start is seen fast.
+func poll(deadline time.Time, p *process, ready func() bool) error {
+	interval := 10 * time.Millisecond
+	for {
+		if ready() {
+			return nil
+		}
+		if p.exited() {
+			return errExited
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready by the deadline", p.name)
+		}
+		time.Sleep(interval)
+		if interval < 100*time.Millisecond {
+			interval += 10 * time.Millisecond
+		}
+	}
+}

@@ -1,0 +1,399 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// Options configure a Watcher.
+type Options struct {
+	// Namespaces is the namespace map: objects elsewhere are ignored.
+	Namespaces projection.Namespaces
+	// Discovery is how often optional kinds are looked for (and the App CRD
+	// while it is missing). Default 10s.
+	Discovery time.Duration
+	Log       *slog.Logger
+}
+
+// Watcher runs one informer per registry kind the API server serves,
+// cluster-wide, and pushes every notification to a Feed.
+type Watcher struct {
+	opts  Options
+	feed  *Feed
+	dyn   dynamic.Interface
+	disco discovery.DiscoveryInterface
+	core  kubernetes.Interface // logs only
+	// reason is why there is no client, when there is none.
+	reason string
+
+	mu        sync.Mutex
+	informers map[projection.Kind]*kindInformer
+	served    map[projection.Kind]bool
+	errs      map[projection.Kind]string
+	discErr   string
+	running   bool
+}
+
+type kindInformer struct {
+	inf    cache.SharedIndexInformer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewWatcher builds a watcher over the cluster cfg points at. With a nil cfg
+// (no configuration could be resolved) it is a watcher of nothing that
+// reports reason forever.
+func NewWatcher(cfg *rest.Config, reason string, feed *Feed, opts Options) (*Watcher, error) {
+	if opts.Discovery <= 0 {
+		opts.Discovery = 10 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{opts: opts, feed: feed, reason: reason,
+		informers: map[projection.Kind]*kindInformer{}, served: map[projection.Kind]bool{}, errs: map[projection.Kind]string{}}
+	if cfg == nil {
+		if w.reason == "" {
+			w.reason = ErrNotConfigured.Error()
+		}
+		return w, nil
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clientset: %w", err)
+	}
+	w.dyn, w.disco, w.core = dyn, disco, core
+	return w, nil
+}
+
+// NewWatcherForClients builds a watcher over given clients (client-go's
+// fakes in the demo and in tests take the same code path as a real server).
+// core, used for pod logs only, may be nil.
+func NewWatcherForClients(dyn dynamic.Interface, disco discovery.DiscoveryInterface, core kubernetes.Interface, feed *Feed, opts Options) *Watcher {
+	w, _ := NewWatcher(nil, "", feed, opts)
+	w.dyn, w.disco, w.core, w.reason = dyn, disco, core, ""
+	if core == nil {
+		w.reason = "pod logs are not available in this cluster"
+	}
+	return w
+}
+
+// Dynamic returns the watcher's dynamic client, nil when not configured.
+func (w *Watcher) Dynamic() dynamic.Interface { return w.dyn }
+
+// Run discovers the served kinds, runs an informer for each, and keeps
+// looking for optional kinds (and stops the informer of a kind whose CRD was
+// removed, deleting its objects from the fold). It returns when ctx ends,
+// after every informer stopped.
+func (w *Watcher) Run(ctx context.Context) {
+	if w.dyn == nil {
+		<-ctx.Done()
+		return
+	}
+	w.mu.Lock()
+	w.running = true
+	w.mu.Unlock()
+	defer w.stopAll()
+	tick := time.NewTicker(w.opts.Discovery)
+	defer tick.Stop()
+	for {
+		w.discover(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// discover checks which registry kinds are served and starts or stops
+// their informers.
+func (w *Watcher) discover(ctx context.Context) {
+	served, err := w.servedKinds()
+	w.mu.Lock()
+	if err != nil {
+		w.discErr = err.Error()
+		w.mu.Unlock()
+		w.opts.Log.Warn("discovery failed; keeping the kinds known", "err", err)
+		return
+	}
+	w.discErr = ""
+	w.served = served
+	var start, stop []projection.Kind
+	for _, ki := range projection.Registry() {
+		_, running := w.informers[ki.Kind]
+		switch {
+		case served[ki.Kind] && !running:
+			start = append(start, ki.Kind)
+		case !served[ki.Kind] && running:
+			stop = append(stop, ki.Kind)
+		}
+	}
+	w.mu.Unlock()
+	for _, k := range stop {
+		w.stopKind(k)
+	}
+	for _, k := range start {
+		w.startKind(ctx, k)
+	}
+}
+
+// servedKinds asks discovery, one request per group-version, which registry
+// kinds the API server serves.
+func (w *Watcher) servedKinds() (map[projection.Kind]bool, error) {
+	byGV := map[string][]projection.KindInfo{}
+	for _, ki := range projection.Registry() {
+		gv := ki.Version
+		if ki.Group != "" {
+			gv = ki.Group + "/" + ki.Version
+		}
+		byGV[gv] = append(byGV[gv], ki)
+	}
+	out := map[projection.Kind]bool{}
+	var errs []error
+	for gv, kinds := range byGV {
+		list, err := w.disco.ServerResourcesForGroupVersion(gv)
+		if err != nil {
+			if isNotFound(err) {
+				continue // the group-version is not served: none of its kinds
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", gv, err))
+			continue
+		}
+		for _, r := range list.APIResources {
+			for _, ki := range kinds {
+				if r.Name == ki.Resource {
+					out[ki.Kind] = true
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+func (w *Watcher) startKind(ctx context.Context, k projection.Kind) {
+	gvr := GVR(k)
+	inf := dynamicinformer.NewFilteredDynamicInformer(w.dyn, gvr, "", 0, cache.Indexers{}, nil).Informer()
+	if err := inf.SetTransform(trimmer(k, w.opts.Namespaces.Watched)); err != nil {
+		w.opts.Log.Error("informer transform", "kind", k, "err", err)
+		return
+	}
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		w.mu.Lock()
+		w.errs[k] = err.Error()
+		w.mu.Unlock()
+		w.opts.Log.Warn("watch failed; retrying", "kind", k.String(), "err", err)
+	})
+	if _, err := inf.AddEventHandler(w.handler(k)); err != nil {
+		w.opts.Log.Error("informer handler", "kind", k, "err", err)
+		return
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	ki := &kindInformer{inf: inf, cancel: cancel, done: make(chan struct{})}
+	w.mu.Lock()
+	w.informers[k] = ki
+	w.mu.Unlock()
+	go func() {
+		defer close(ki.done)
+		inf.RunWithContext(kctx)
+	}()
+	w.opts.Log.Info("watching", "kind", k.String(), "resource", gvr.String())
+}
+
+// stopKind stops the informer of a kind no longer served and deletes its
+// objects from the fold: they are gone with their CRD.
+func (w *Watcher) stopKind(k projection.Kind) {
+	w.mu.Lock()
+	ki := w.informers[k]
+	delete(w.informers, k)
+	delete(w.errs, k)
+	w.mu.Unlock()
+	if ki == nil {
+		return
+	}
+	ki.cancel()
+	<-ki.done
+	for _, obj := range ki.inf.GetStore().List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok && w.opts.Namespaces.Watched(u.GetNamespace()) {
+			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: u.GetNamespace(), Name: u.GetName()}})
+		}
+	}
+	w.opts.Log.Info("stopped watching: no longer served", "kind", k.String())
+}
+
+func (w *Watcher) stopAll() {
+	w.mu.Lock()
+	all := w.informers
+	w.informers = map[projection.Kind]*kindInformer{}
+	w.running = false
+	w.mu.Unlock()
+	for _, ki := range all {
+		ki.cancel()
+	}
+	for _, ki := range all {
+		<-ki.done
+	}
+}
+
+// handler converts notifications into changes; it only decodes and
+// enqueues.
+func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
+	upsert := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || !w.opts.Namespaces.Watched(u.GetNamespace()) {
+			return
+		}
+		o, err := projection.DecodeKind(k, u.Object)
+		if err != nil {
+			w.opts.Log.Debug("object not decoded", "kind", k.String(), "err", err)
+			return
+		}
+		w.feed.Push(projection.Change{Op: projection.Upsert, Object: o})
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { upsert(obj) },
+		UpdateFunc: func(_, obj any) { upsert(obj) },
+		DeleteFunc: func(obj any) {
+			var ns, name string
+			switch t := obj.(type) {
+			case *unstructured.Unstructured:
+				ns, name = t.GetNamespace(), t.GetName()
+			case cache.DeletedFinalStateUnknown:
+				// The watch missed the deletion; the key is all we trust.
+				var err error
+				if ns, name, err = cache.SplitMetaNamespaceKey(t.Key); err != nil {
+					return
+				}
+			default:
+				return
+			}
+			if !w.opts.Namespaces.Watched(ns) {
+				return
+			}
+			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: ns, Name: name}})
+		},
+	}
+}
+
+// KindStatus is the state of one registry kind.
+type KindStatus struct {
+	Kind     string `json:"kind"`
+	Served   bool   `json:"served"`
+	Watching bool   `json:"watching"`
+	Synced   bool   `json:"synced"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Status is what the watcher can tell about itself.
+type Status struct {
+	// Configured: a cluster configuration was resolved.
+	Configured bool
+	// Reachable: the last discovery answered.
+	Reachable bool
+	// AppCRD: the API server serves hanzo.ai/v1 apps.
+	AppCRD bool
+	// CDCRD: the API server serves CD Applications (apps.hanzo.ai).
+	CDCRD bool
+	// Synced: every running informer has listed, and the App kind's runs.
+	Synced bool
+	// Reason says why the watcher is not ready, "" when it is.
+	Reason string
+	Kinds  []KindStatus
+}
+
+// Ready reports whether the projection reflects the cluster.
+func (s Status) Ready() bool { return s.Configured && s.AppCRD && s.Synced }
+
+// Status reports the watcher's state. Safe for concurrent use.
+func (w *Watcher) Status() Status {
+	if w.dyn == nil {
+		return Status{Reason: w.reason}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := Status{Configured: true, Reachable: w.discErr == "" && len(w.served) > 0,
+		AppCRD: w.served[projection.KindApp], CDCRD: w.served[projection.KindCDApplication], Synced: true}
+	for _, ki := range projection.Registry() {
+		ks := KindStatus{Kind: ki.Name, Served: w.served[ki.Kind], Error: w.errs[ki.Kind]}
+		if inf := w.informers[ki.Kind]; inf != nil {
+			ks.Watching = true
+			ks.Synced = inf.inf.HasSynced()
+			if ks.Synced {
+				ks.Error = ""
+			}
+		}
+		if ks.Served && !ks.Synced {
+			st.Synced = false
+		}
+		st.Kinds = append(st.Kinds, ks)
+	}
+	if _, ok := w.informers[projection.KindApp]; !ok {
+		st.Synced = false
+	}
+	sort.Slice(st.Kinds, func(i, j int) bool { return st.Kinds[i].Kind < st.Kinds[j].Kind })
+	switch {
+	case !w.running:
+		st.Reason = "the watch has not started"
+	case w.discErr != "" && len(w.served) == 0:
+		st.Reason = "the Kubernetes API server cannot be reached"
+	case !st.AppCRD:
+		st.Reason = "the App CRD (apps.hanzo.ai) is not installed"
+	case !st.Synced:
+		st.Reason = "the caches are not yet synced"
+		for _, ks := range st.Kinds {
+			if ks.Served && !ks.Synced && ks.Error != "" {
+				st.Reason = "listing " + ks.Kind + " failed; retrying"
+				break
+			}
+		}
+	}
+	return st
+}
+
+// Cached returns the objects the informer of a kind holds, as trimmed at
+// ingest; nil when the kind is not watched.
+func (w *Watcher) Cached(k projection.Kind) []*unstructured.Unstructured {
+	w.mu.Lock()
+	ki := w.informers[k]
+	w.mu.Unlock()
+	if ki == nil {
+		return nil
+	}
+	var out []*unstructured.Unstructured
+	for _, obj := range ki.inf.GetStore().List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	return out
+}
