@@ -1,7 +1,9 @@
 package projection
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"iter"
 	"strconv"
 	"time"
@@ -318,8 +320,16 @@ func mustJSON(v any) []byte {
 
 // AppendApplicationList appends an Argo CD ApplicationList of the given rows
 // at revision rev, assembled from each row's pre-encoded Application: no
-// row is encoded again. Items is [] when there are none.
+// row is encoded again. Items is [] when there are none. With a nil dst the
+// buffer is sized exactly first (rows is iterated twice).
 func AppendApplicationList(dst []byte, rev uint64, rows iter.Seq[*App]) []byte {
+	if dst == nil {
+		n := 128
+		for a := range rows {
+			n += len(a.ApplicationJSON()) + 1
+		}
+		dst = make([]byte, 0, n)
+	}
 	dst = append(dst, `{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationList","metadata":{"resourceVersion":"`...)
 	dst = strconv.AppendUint(dst, rev, 10)
 	dst = append(dst, `"},"items":[`...)
@@ -332,4 +342,23 @@ func AppendApplicationList(dst []byte, rev uint64, rows iter.Seq[*App]) []byte {
 		dst = append(dst, a.ApplicationJSON()...)
 	}
 	return append(dst, "]}"...)
+}
+
+// WriteApplicationList writes what AppendApplicationList appends, row by row
+// to w, without assembling the list in memory.
+func WriteApplicationList(w io.Writer, rev uint64, rows iter.Seq[*App]) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(`{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationList","metadata":{"resourceVersion":"`)
+	bw.WriteString(strconv.FormatUint(rev, 10))
+	bw.WriteString(`"},"items":[`)
+	first := true
+	for a := range rows {
+		if !first {
+			bw.WriteByte(',')
+		}
+		first = false
+		bw.Write(a.ApplicationJSON())
+	}
+	bw.WriteString("]}")
+	return bw.Flush()
 }

@@ -241,3 +241,15 @@ func BenchmarkList(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDerive derives one App of a loaded fleet from scratch (tree and
+// summary), warm in cache: the cost of a change that alters a tree's shape.
+func BenchmarkDerive(b *testing.B) {
+	s := loadedStore(b, benchFleet(10_000))
+	k := AppKey{"hanzo", "app-00007"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.apps[k] = s.deriveApp(k)
+	}
+}

@@ -94,7 +94,8 @@ func (s *Store) deriveApp(k AppKey) *App {
 	old := s.apps[k]
 	var nu *App
 	if ae := s.objects[ObjectKey{KindApp, k.Namespace, k.Name}]; ae != nil {
-		nu = s.buildApp(ae, old)
+		tree := s.buildTree(ae)
+		nu = s.summarize(tree, old)
 	}
 	// Every entry of the new tree carries the current generation: record
 	// the row on those, and drop it from the old tree's entries that lost it.
@@ -111,6 +112,26 @@ func (s *Store) deriveApp(k AppKey) *App {
 		}
 	}
 	return nu
+}
+
+// patchApp is deriveApp for a row none of whose objects changed shape (see
+// sameShape): the tree keeps its structure, the changed nodes (and the
+// parent pointers to them) take their entries' current versions, and the
+// rest is read off again. Membership is unchanged.
+func (s *Store) patchApp(old *App, changed []*entry) *App {
+	tree := slices.Clone(old.Tree)
+	for i := range tree {
+		n := &tree[i]
+		for _, e := range changed {
+			if n.e == e {
+				n.NodeInfo = e.info
+			}
+			if n.Parent != nil && n.Parent.e == e {
+				n.Parent = e.info
+			}
+		}
+	}
+	return s.summarize(tree, old)
 }
 
 func addAppKey(list []AppKey, k AppKey) []AppKey {
@@ -132,18 +153,17 @@ func removeAppKey(list []AppKey, k AppKey) []AppKey {
 	return list
 }
 
-// buildApp assembles an App row: the tree, then everything read off it.
-// Parts equal to the previous version's are shared with it.
-func (s *Store) buildApp(ae *entry, old *App) *App {
-	root := ae.info
+// summarize assembles an App row from its tree (root first): everything a
+// row says is read off the tree. Parts equal to the previous version's are
+// shared with it.
+func (s *Store) summarize(tree []TreeNode, old *App) *App {
+	root := tree[0].NodeInfo
 	ao := root.Obj
 	spec, _ := ao.Spec.(*AppSpec)
 	if spec == nil {
 		spec = &AppSpec{Replicas: 1}
 	}
 	ns := ao.Namespace
-	tree, workload := s.buildTree(ae)
-
 	env, _, _ := s.cfg.Namespaces.Env(ns)
 	a := &App{
 		Row:        RowApp,
@@ -163,25 +183,45 @@ func (s *Store) buildApp(ae *entry, old *App) *App {
 		Tree:       tree,
 	}
 	a.setEncodings(&s.cfg)
+	workload := workloadOf(tree)
 	if workload != nil {
-		a.Running = runningVersion(workload.info.Obj, spec.Repository)
+		a.Running = runningVersion(workload.Obj, spec.Repository)
 	}
 	a.Sync = SyncOf(a.Declared, a.Running)
-	var prev *App
-	if old != nil {
-		prev = old
-	} else {
+	prev := old
+	if prev == nil {
 		prev = &App{}
 	}
 	a.Health = appHealth(tree, prev.Health)
 	a.Images = s.treeImages(tree, prev.Images)
 	a.Endpoints = appEndpoints(spec, tree)
-	a.History = s.history(workload, spec, prev.History)
+	a.History = s.history(tree, workload, spec, prev.History)
 	a.Operation = operationOf(ao, spec, a)
 	if prev.Operation != nil && a.Operation != nil && *prev.Operation == *a.Operation {
 		a.Operation = prev.Operation
 	}
 	return a
+}
+
+// workloadOf is the Deployment (else StatefulSet) rendered for the App: a
+// child of the root named after it.
+func workloadOf(tree []TreeNode) *NodeInfo {
+	root := tree[0].NodeInfo
+	var w *NodeInfo
+	for _, n := range resourceNodes(tree) {
+		if n.Obj.Name != root.Obj.Name {
+			continue
+		}
+		switch n.Obj.Kind {
+		case KindDeployment:
+			return n.NodeInfo
+		case KindStatefulSet:
+			if w == nil {
+				w = n.NodeInfo
+			}
+		}
+	}
+	return w
 }
 
 func projectOf(l Labels) string {
@@ -195,13 +235,13 @@ func projectOf(l Labels) string {
 // by the App's name; ReplicaSets of kept Deployments; Pods of kept
 // ReplicaSets and StatefulSets, or selected by a kept Deployment when no
 // owner of theirs is held. Order: root, then by kind, then by name. Every
-// entry placed is marked with the current generation. It also returns the
-// workload: the Deployment (else StatefulSet) named after the App.
-func (s *Store) buildTree(ae *entry) (tree []TreeNode, workload *entry) {
+// entry placed is marked with the current generation.
+func (s *Store) buildTree(ae *entry) []TreeNode {
 	root := ae.info
 	ao := root.Obj
 	ns := ao.Namespace
 	ae.mark = s.gen
+	tree := s.scratch.tree[:0]
 	depth1 := s.scratch.depth1[:0]
 	add1 := func(ce *entry) {
 		if ce.mark == s.gen || !isDepth1(ce.key.Kind) || ce.key.Namespace != ns {
@@ -220,13 +260,9 @@ func (s *Store) buildTree(ae *entry) (tree []TreeNode, workload *entry) {
 	}
 	sortEntries(depth1)
 	s.scratch.depth1 = depth1
-	tree = s.scratch.tree[:0]
 	tree = append(tree, TreeNode{NodeInfo: root})
 	for _, d := range depth1 {
 		tree = append(tree, TreeNode{NodeInfo: d.info, Parent: root})
-		if d.key.Name == ao.Name && (d.key.Kind == KindDeployment || (d.key.Kind == KindStatefulSet && workload == nil)) {
-			workload = d
-		}
 	}
 
 	// Depth 2 and below, appended per parent in the order of depth 1.
@@ -258,7 +294,7 @@ func (s *Store) buildTree(ae *entry) (tree []TreeNode, workload *entry) {
 		}
 	}
 	s.scratch.tree = tree
-	return slices.Clone(tree), workload
+	return slices.Clone(tree)
 }
 
 // ownedBy returns the held objects of kind in the owner's namespace that
@@ -426,14 +462,14 @@ func appEndpoints(spec *AppSpec, tree []TreeNode) []string {
 // history lists the app's releases, oldest first: one entry per ReplicaSet
 // of its Deployment (id = the Deployment revision), plus the operator's
 // upgradeHistory entries for versions no ReplicaSet remembers.
-func (s *Store) history(workload *entry, spec *AppSpec, prev []HistoryEntry) []HistoryEntry {
+func (s *Store) history(tree []TreeNode, workload *NodeInfo, spec *AppSpec, prev []HistoryEntry) []HistoryEntry {
 	out := s.scratch.history[:0]
-	if workload != nil && workload.key.Kind == KindDeployment && workload.info.Obj.UID != "" {
-		for _, ce := range s.children[workload.info.Obj.UID] {
-			if ce.key.Kind != KindReplicaSet || ce.key.Namespace != workload.key.Namespace {
+	if workload != nil && workload.Obj.Kind == KindDeployment {
+		for _, n := range tree {
+			if n.Parent != workload || n.Obj.Kind != KindReplicaSet {
 				continue
 			}
-			rs := ce.info.Obj
+			rs := n.Obj
 			ws, _ := rs.Spec.(*WorkloadSpec)
 			if ws == nil {
 				continue
@@ -478,16 +514,6 @@ func (s *Store) history(workload *entry, spec *AppSpec, prev []HistoryEntry) []H
 	return slices.Clone(out)
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func hasRevision(list []HistoryEntry, rev string) bool {
 	for _, h := range list {
 		if h.Revision == rev {
@@ -524,4 +550,14 @@ func orUnknown(s string) string {
 		return "the declared version"
 	}
 	return s
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

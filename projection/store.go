@@ -3,7 +3,8 @@ package projection
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync/atomic"
 )
 
@@ -87,7 +88,11 @@ type Store struct {
 
 	scratch scratch // reusable buffers of the writer
 
-	dirtyApps  map[AppKey]struct{}
+	dirtyApps map[AppKey]struct{}
+	// patched are rows whose objects changed without changing shape (see
+	// sameShape), with the entries that changed: their trees keep their
+	// structure and are patched instead of rebuilt.
+	patched    map[AppKey][]*entry
 	dirtySites map[string]struct{} // namespaces
 	dirtyCDs   map[AppKey]struct{}
 	projects   bool // an AppProject changed
@@ -133,6 +138,7 @@ func NewStore(cfg Config) *Store {
 		siteObjs:    make(map[string]map[ObjectKey]struct{}),
 		projectObjs: make(map[ObjectKey]struct{}),
 		dirtyApps:   make(map[AppKey]struct{}),
+		patched:     make(map[AppKey][]*entry),
 		dirtySites:  make(map[string]struct{}),
 		dirtyCDs:    make(map[AppKey]struct{}),
 	}
@@ -185,6 +191,16 @@ func (s *Store) fold(c Change) error {
 	case Upsert:
 		if o.Name == "" {
 			return errors.New("object without name")
+		}
+		if e != nil && sameShape(e.info.Obj, o) {
+			// Only the object's own state changed: its trees keep their
+			// structure, and no index moves.
+			e.info = newNodeInfo(o)
+			e.info.e = e
+			for _, a := range e.apps {
+				s.patched[a] = append(s.patched[a], e)
+			}
+			return nil
 		}
 		if e == nil {
 			e = &entry{key: key}
@@ -409,6 +425,32 @@ func (s *Store) unlink(e *entry, next *Object) {
 	}
 }
 
+// sameShape reports whether a new version of an object leaves every tree
+// as it was built: same uid, same owners, and (what selection reads) the
+// same labels for a Pod and the same selector for a Deployment. Apps and the
+// site, CD and project kinds always take the full path.
+func sameShape(a, b *Object) bool {
+	if a.UID != b.UID || !sameOwners(a.Owners, b.Owners) {
+		return false
+	}
+	switch a.Kind {
+	case KindPod:
+		return slices.Equal(a.Labels, b.Labels)
+	case KindDeployment:
+		return sameSelector(deploymentSelector(a), deploymentSelector(b))
+	case KindApp, KindMiddleware, KindIngressRoute, KindCDApplication, KindAppProject:
+		return false
+	}
+	return true
+}
+
+func sameSelector(a, b Selector) bool {
+	return a.Invalid == b.Invalid && slices.Equal(a.MatchLabels, b.MatchLabels) &&
+		slices.EqualFunc(a.Expressions, b.Expressions, func(x, y Requirement) bool {
+			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+		})
+}
+
 func sameOwners(a, b []OwnerRef) bool {
 	if len(a) != len(b) {
 		return false
@@ -446,12 +488,22 @@ func (s *Store) hasPresentOwner(o *Object) bool {
 // derive recomputes every dirty row and returns the deltas, in key order.
 func (s *Store) derive() []Delta {
 	var deltas []Delta
-	if len(s.dirtyApps) > 0 {
-		keys := sortedKeys(s.dirtyApps)
-		clear(s.dirtyApps)
+	if len(s.dirtyApps) > 0 || len(s.patched) > 0 {
+		for k := range s.patched {
+			if _, full := s.dirtyApps[k]; full || s.apps[k] == nil {
+				delete(s.patched, k)
+			}
+		}
+		keys := sortedKeys(s.dirtyApps, s.patched)
+		deltas = make([]Delta, 0, len(keys))
 		for _, k := range keys {
 			old := s.apps[k]
-			nu := s.deriveApp(k)
+			var nu *App
+			if changed, ok := s.patched[k]; ok {
+				nu = s.patchApp(old, changed)
+			} else {
+				nu = s.deriveApp(k)
+			}
 			if nu == nil {
 				delete(s.apps, k)
 			} else {
@@ -459,6 +511,8 @@ func (s *Store) derive() []Delta {
 			}
 			deltas = s.appendDelta(deltas, RowApp, k, old, nu)
 		}
+		clear(s.dirtyApps)
+		clear(s.patched)
 	}
 	if len(s.dirtySites) > 0 {
 		nss := make([]string, 0, len(s.dirtySites))
@@ -466,13 +520,13 @@ func (s *Store) derive() []Delta {
 			nss = append(nss, ns)
 		}
 		clear(s.dirtySites)
-		sort.Strings(nss)
+		slices.Sort(nss)
 		for _, ns := range nss {
 			deltas = s.deriveSites(deltas, ns)
 		}
 	}
 	if len(s.dirtyCDs) > 0 {
-		keys := sortedKeys(s.dirtyCDs)
+		keys := sortedKeys[struct{}](s.dirtyCDs)
 		clear(s.dirtyCDs)
 		for _, k := range keys {
 			old := s.cds[k]
@@ -536,11 +590,21 @@ func (s *Store) keep(row RowKind, k AppKey, old *App) {
 	}
 }
 
-func sortedKeys(m map[AppKey]struct{}) []AppKey {
+func sortedKeys[V any](m map[AppKey]struct{}, more ...map[AppKey]V) []AppKey {
 	keys := make([]AppKey, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
-	return keys
+	for _, mm := range more {
+		for k := range mm {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b AppKey) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return slices.Compact(keys)
 }

@@ -1,0 +1,206 @@
+package handlers
+
+import (
+	"encoding/json"
+	"io"
+	"iter"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// visibleRows iterates the application rows a scope sees, in (namespace,
+// name) order; a SuperAdmin's list ends with the CD Applications. A tenant's
+// list is its index entry: O(its apps), not O(fleet).
+func (s *Server) visibleRows(snap *projection.Snapshot, sc auth.Scope) iter.Seq[*projection.App] {
+	return func(yield func(*projection.App) bool) {
+		if sc.IsAll() {
+			for a := range snap.Apps() {
+				if !yield(a) {
+					return
+				}
+			}
+			for _, a := range snap.CDApplications() {
+				if !yield(a) {
+					return
+				}
+			}
+			return
+		}
+		for _, a := range snap.Tenant(auth.TenantNamespacePrefix, sc.Org()) {
+			if sc.Sees(a.Namespace, a.Org) && a.Row != projection.RowCD && !yield(a) {
+				return
+			}
+		}
+	}
+}
+
+// errNotFound is the one answer for an application that does not exist and
+// for one the caller may not see: no existence oracle.
+func errNotFound(name string) error {
+	return errorf(http.StatusNotFound, "application "+quoteShort(name)+" not found")
+}
+
+// lookup finds the row a scoped request names: the path's name, narrowed
+// by a namespace parameter when given. A name that exists in several
+// visible namespaces without one is a 400 that lists them.
+func (s *Server) lookup(c echo.Context, snap *projection.Snapshot, name, namespace string) (*projection.App, error) {
+	sc, err := scopeOf(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := validName("application name", name); err != nil {
+		return nil, err
+	}
+	if namespace != "" {
+		if err := validName("namespace", namespace); err != nil {
+			return nil, err
+		}
+	}
+	var found []*projection.App
+	for a := range s.visibleRows(snap, sc) {
+		if a.Name == name && (namespace == "" || a.Namespace == namespace) {
+			found = append(found, a)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, errNotFound(name)
+	case 1:
+		return found[0], nil
+	}
+	var nss []string
+	for _, a := range found {
+		nss = append(nss, a.Namespace)
+	}
+	return nil, errorf(http.StatusBadRequest, "application "+quoteShort(name)+" exists in namespaces "+strings.Join(nss, ", ")+": add ?appNamespace=<namespace>")
+}
+
+// appParams are the query parameters of the single-application routes
+// (project is Argo CD's and is checked; the rest are accepted as the Argo
+// CD UI sends them and carry no meaning here).
+var appParams = []string{"appNamespace", "project", "refresh"}
+
+// appFromPath resolves :name with ?appNamespace= and ?project=.
+func (s *Server) appFromPath(c echo.Context, snap *projection.Snapshot, extra ...string) (*projection.App, error) {
+	q := c.QueryParams()
+	if err := checkParams(q, append(slices.Clone(appParams), extra...)...); err != nil {
+		return nil, err
+	}
+	ns, err := single(q, "appNamespace")
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.lookup(c, snap, c.Param("name"), ns)
+	if err != nil {
+		return nil, err
+	}
+	if p, _ := single(q, "project"); p != "" && p != a.Project {
+		return nil, errNotFound(a.Name)
+	}
+	return a, nil
+}
+
+func (s *Server) listApplications(c echo.Context) error {
+	sc, err := scopeOf(c)
+	if err != nil {
+		return err
+	}
+	lq, err := parseListQuery(c.QueryParams())
+	if err != nil {
+		return err
+	}
+	snap := s.d.Snapshots.Snapshot()
+	rows := func(yield func(*projection.App) bool) {
+		for a := range s.visibleRows(snap, sc) {
+			if lq.matches(a) && !yield(a) {
+				return
+			}
+		}
+	}
+	key := "apps|" + sc.Key() + "|" + lq.key()
+	if sc.IsAll() && lq.fields == nil && !acceptsGzip(c.Request()) {
+		// The fleet-wide list is written row by row from the pre-encoded
+		// rows: tens of megabytes are not copied for a client that takes
+		// them plain. Tenant lists, field selections and gzip answers are
+		// rendered once per revision and cached.
+		return s.respondStreamed(c, snap.Revision, key, func(w io.Writer) error {
+			return projection.WriteApplicationList(w, snap.Revision, rows)
+		})
+	}
+	return s.respondCached(c, snap.Revision, key, func() ([]byte, error) {
+		body := projection.AppendApplicationList(nil, snap.Revision, rows)
+		if lq.fields == nil {
+			return body, nil
+		}
+		var doc any
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return nil, err
+		}
+		return json.Marshal(selectFields(doc, lq.fields))
+	})
+}
+
+func (s *Server) getApplication(c echo.Context) error {
+	snap := s.d.Snapshots.Snapshot()
+	a, err := s.appFromPath(c, snap)
+	if err != nil {
+		return err
+	}
+	return s.respondCached(c, a.Revision, "app|"+a.Key().String(), func() ([]byte, error) { return a.ApplicationJSON(), nil })
+}
+
+func (s *Server) getTree(c echo.Context) error {
+	snap := s.d.Snapshots.Snapshot()
+	a, err := s.appFromPath(c, snap)
+	if err != nil {
+		return err
+	}
+	return s.respondCached(c, a.TreeRevision, "tree|"+a.Key().String(), func() ([]byte, error) { return a.ApplicationTreeJSON(), nil })
+}
+
+type syncWindowsState struct {
+	ActiveWindows   []struct{} `json:"activeWindows"`
+	AssignedWindows []struct{} `json:"assignedWindows"`
+	CanSync         bool       `json:"canSync"`
+}
+
+func (s *Server) syncWindows(c echo.Context) error {
+	sc, err := scopeOf(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.appFromPath(c, s.d.Snapshots.Snapshot()); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, syncWindowsState{ActiveWindows: []struct{}{}, AssignedWindows: []struct{}{}, CanSync: sc.CanWrite()})
+}
+
+type revisionMetadata struct {
+	Date    string `json:"date"`
+	Message string `json:"message"`
+}
+
+// revisionMetadata answers for a revision the app has run: {date, message}.
+func (s *Server) revisionMetadata(c echo.Context) error {
+	a, err := s.appFromPath(c, s.d.Snapshots.Snapshot(), "sourceIndex", "versionId")
+	if err != nil {
+		return err
+	}
+	rev := c.Param("rev")
+	for i := len(a.History) - 1; i >= 0; i-- {
+		h := a.History[i]
+		if h.Revision == rev {
+			return c.JSON(http.StatusOK, revisionMetadata{
+				Date:    projection.Timestamp(h.DeployedAt),
+				Message: "release " + h.Revision + " of " + a.Name,
+			})
+		}
+	}
+	return errorf(http.StatusNotFound, "revision "+quoteShort(rev)+" is not in the history of "+quoteShort(a.Name))
+}

@@ -1,0 +1,329 @@
+package handlers
+
+import (
+	"net/http"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/projection"
+)
+
+type healthBody struct {
+	Service string `json:"service"`
+	Status  string `json:"status"`
+	K8s     bool   `json:"k8s"`
+	CRD     *bool  `json:"crd,omitempty"`
+}
+
+// health reports whether the plane serves a real fleet: ok with 200, or
+// degraded with 503. It never carries an error string.
+func (s *Server) health(service string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		st := s.d.Cluster()
+		b := healthBody{Service: service, Status: "ok", K8s: st.Configured && st.Reachable}
+		if b.K8s {
+			crd := st.AppCRD
+			b.CRD = &crd
+		}
+		code := http.StatusOK
+		if !st.Ready {
+			b.Status, code = "degraded", http.StatusServiceUnavailable
+		}
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return c.JSON(code, b)
+	}
+}
+
+// authSettings is Argo CD's AuthSettings, as the dashboard reads it.
+type authSettings struct {
+	URL                       string          `json:"url"`
+	AppLabelKey               string          `json:"appLabelKey"`
+	StatusBadgeEnabled        bool            `json:"statusBadgeEnabled"`
+	StatusBadgeRootURL        string          `json:"statusBadgeRootUrl"`
+	GoogleAnalytics           googleAnalytics `json:"googleAnalytics"`
+	DexConfig                 dexConfig       `json:"dexConfig"`
+	OIDCConfig                oidcConfig      `json:"oidcConfig"`
+	Help                      help            `json:"help"`
+	UserLoginsDisabled        bool            `json:"userLoginsDisabled"`
+	KustomizeVersions         []string        `json:"kustomizeVersions"`
+	UICSSURL                  string          `json:"uiCssURL"`
+	UIBannerContent           string          `json:"uiBannerContent"`
+	UIBannerURL               string          `json:"uiBannerURL"`
+	UIBannerPermanent         bool            `json:"uiBannerPermanent"`
+	UIBannerPosition          string          `json:"uiBannerPosition"`
+	ExecEnabled               bool            `json:"execEnabled"`
+	AppsInAnyNamespaceEnabled bool            `json:"appsInAnyNamespaceEnabled"`
+	HydratorEnabled           bool            `json:"hydratorEnabled"`
+	SyncWithReplaceAllowed    bool            `json:"syncWithReplaceAllowed"`
+}
+
+type googleAnalytics struct {
+	TrackingID     string `json:"trackingID"`
+	AnonymizeUsers bool   `json:"anonymizeUsers"`
+}
+
+type dexConfig struct {
+	Connectors []dexConnector `json:"connectors"`
+}
+
+type dexConnector struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+type oidcConfig struct {
+	Name string `json:"name"`
+}
+
+type help struct {
+	ChatURL    string            `json:"chatUrl"`
+	ChatText   string            `json:"chatText"`
+	BinaryURLs map[string]string `json:"binaryUrls"`
+}
+
+// settings answers Argo CD's AuthSettings: the public URL, no secrets.
+func (s *Server) settings(c echo.Context) error {
+	return c.JSON(http.StatusOK, authSettings{
+		URL:                       s.d.PublicURL,
+		AppLabelKey:               projection.LabelInstance,
+		GoogleAnalytics:           googleAnalytics{AnonymizeUsers: true},
+		DexConfig:                 dexConfig{Connectors: []dexConnector{}},
+		OIDCConfig:                oidcConfig{Name: "Hanzo"},
+		Help:                      help{BinaryURLs: map[string]string{}},
+		UserLoginsDisabled:        true,
+		KustomizeVersions:         []string{},
+		UIBannerPosition:          "top",
+		AppsInAnyNamespaceEnabled: true,
+	})
+}
+
+type versionMessage struct {
+	Version   string `json:"Version"`
+	BuildDate string `json:"BuildDate"`
+	GitCommit string `json:"GitCommit"`
+	GoVersion string `json:"GoVersion"`
+	Compiler  string `json:"Compiler"`
+	Platform  string `json:"Platform"`
+}
+
+func (s *Server) version(c echo.Context) error {
+	v := s.d.Version
+	return c.JSON(http.StatusOK, versionMessage{
+		Version: v.Version, BuildDate: v.BuildDate, GitCommit: v.GitCommit,
+		GoVersion: runtime.Version(), Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	})
+}
+
+type canIAnswer struct {
+	Value string `json:"value"`
+}
+
+// canI answers Argo CD's permission probe truthfully for this principal:
+// reading what its scope shows, and (SuperAdmins only) the writes deployd
+// performs. Everything else deployd does not do, for anyone.
+func (s *Server) canI(c echo.Context) error {
+	resource, action := c.Param("resource"), c.Param("action")
+	sub := strings.Trim(c.Param("*"), "/")
+	sc, scopeErr := scopeOf(c)
+	yes := false
+	switch resource {
+	case "applications":
+		switch action {
+		case "get":
+			yes = scopeErr == nil && s.canSee(sc, sub)
+		case "sync", "update", "override", "action":
+			yes = scopeErr == nil && sc.CanWrite()
+		}
+	case "logs":
+		yes = action == "get" && scopeErr == nil && s.canSee(sc, sub)
+	case "projects", "clusters":
+		yes = action == "get" && scopeErr == nil
+	}
+	if yes {
+		return c.JSON(http.StatusOK, canIAnswer{"yes"})
+	}
+	return c.JSON(http.StatusOK, canIAnswer{"no"})
+}
+
+// canSee reports whether an Argo CD object reference ("*", "project/*",
+// "project/name" or "project/namespace/name") names something the scope
+// may read.
+func (s *Server) canSee(sc auth.Scope, ref string) bool {
+	if sc.IsAll() {
+		return true
+	}
+	parts := strings.Split(ref, "/")
+	name, namespace := "*", "*"
+	switch len(parts) {
+	case 1:
+		name = parts[0]
+	case 2:
+		name = parts[1]
+	case 3:
+		namespace, name = parts[1], parts[2]
+	default:
+		return false
+	}
+	if name == "" || name == "*" {
+		return namespace == "*" || namespace == sc.Namespace()
+	}
+	for a := range s.visibleRows(s.d.Snapshots.Snapshot(), sc) {
+		if a.Name == name && (namespace == "*" || namespace == a.Namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+type listMeta struct {
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+type clusterList struct {
+	Metadata listMeta  `json:"metadata"`
+	Items    []cluster `json:"items"`
+}
+
+type cluster struct {
+	Name   string      `json:"name"`
+	Server string      `json:"server"`
+	Info   clusterInfo `json:"info"`
+}
+
+type clusterInfo struct {
+	ApplicationsCount int             `json:"applicationsCount"`
+	ConnectionState   connectionState `json:"connectionState"`
+	CacheInfo         cacheInfo       `json:"cacheInfo"`
+}
+
+type connectionState struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+type cacheInfo struct {
+	APIsCount int `json:"apisCount"`
+}
+
+// clusters lists the one cluster deployd reads, with the count of
+// applications the caller sees.
+func (s *Server) clusters(c echo.Context) error {
+	sc, err := scopeOf(c)
+	if err != nil {
+		return err
+	}
+	if err := checkParams(c.QueryParams()); err != nil {
+		return err
+	}
+	snap := s.d.Snapshots.Snapshot()
+	n := 0
+	for range s.visibleRows(snap, sc) {
+		n++
+	}
+	st := s.d.Cluster()
+	state := connectionState{Status: "Successful"}
+	if !st.Ready {
+		state = connectionState{Status: "Failed", Message: st.Reason}
+	}
+	return c.JSON(http.StatusOK, clusterList{
+		Metadata: listMeta{ResourceVersion: uintString(snap.Revision)},
+		Items: []cluster{{Name: s.d.ClusterName, Server: s.d.Projection.ClusterServer,
+			Info: clusterInfo{ApplicationsCount: n, ConnectionState: state, CacheInfo: cacheInfo{APIsCount: len(projection.Registry())}}}},
+	})
+}
+
+type projectList struct {
+	Metadata listMeta  `json:"metadata"`
+	Items    []project `json:"items"`
+}
+
+type project struct {
+	Metadata projectMeta `json:"metadata"`
+	Spec     projectSpec `json:"spec"`
+	Status   struct{}    `json:"status"`
+}
+
+type projectMeta struct {
+	Name              string `json:"name"`
+	Namespace         string `json:"namespace,omitempty"`
+	UID               string `json:"uid,omitempty"`
+	CreationTimestamp string `json:"creationTimestamp,omitempty"`
+}
+
+type projectSpec struct {
+	Description  string        `json:"description,omitempty"`
+	SourceRepos  []string      `json:"sourceRepos"`
+	Destinations []destination `json:"destinations"`
+}
+
+type destination struct {
+	Server    string `json:"server"`
+	Namespace string `json:"namespace"`
+}
+
+// projects lists the projects the caller's applications use, "default"
+// always among them; a SuperAdmin also sees every AppProject.
+func (s *Server) projects(c echo.Context) error {
+	sc, err := scopeOf(c)
+	if err != nil {
+		return err
+	}
+	if err := checkParams(c.QueryParams()); err != nil {
+		return err
+	}
+	snap := s.d.Snapshots.Snapshot()
+	names := map[string]projectMeta{projection.DefaultProject: {Name: projection.DefaultProject}}
+	for a := range s.visibleRows(snap, sc) {
+		if _, ok := names[a.Project]; !ok {
+			names[a.Project] = projectMeta{Name: a.Project}
+		}
+	}
+	for _, p := range snap.Projects() {
+		if _, used := names[p.Name]; used || sc.IsAll() {
+			names[p.Name] = projectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, CreationTimestamp: projection.Timestamp(p.Created)}
+		}
+	}
+	keys := make([]string, 0, len(names))
+	for k := range names {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := projectList{Metadata: listMeta{ResourceVersion: uintString(snap.Revision)}, Items: []project{}}
+	dest := destination{Server: s.d.Projection.ClusterServer, Namespace: "*"}
+	if !sc.IsAll() {
+		dest.Namespace = sc.Namespace()
+	}
+	for _, k := range keys {
+		out.Items = append(out.Items, project{Metadata: names[k], Spec: projectSpec{SourceRepos: []string{"*"}, Destinations: []destination{dest}}})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+type gitopsBody struct {
+	Installed    bool                     `json:"installed"`
+	Reason       string                   `json:"reason,omitempty"`
+	Applications []projection.Application `json:"applications"`
+}
+
+// gitops lists the CD Applications (SuperAdmin only).
+func (s *Server) gitops(c echo.Context) error {
+	if err := checkParams(c.QueryParams()); err != nil {
+		return err
+	}
+	st := s.d.Cluster()
+	out := gitopsBody{Installed: st.CDCRD, Applications: []projection.Application{}}
+	if !st.CDCRD {
+		out.Reason = "the CD Application CRD (applications.apps.hanzo.ai) is not installed"
+	}
+	for _, a := range s.d.Snapshots.Snapshot().CDApplications() {
+		out.Applications = append(out.Applications, a.Application())
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func uintString(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -1,0 +1,151 @@
+package handlers
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/labstack/echo/v4"
+)
+
+// responseCache keeps rendered bodies per (scope, route, query, revision):
+// a list is assembled once per revision and view, however many clients ask.
+// It is bounded by entry count and by total bytes.
+type responseCache struct {
+	lru      *lru.Cache[string, *cachedBody]
+	mu       sync.Mutex
+	bytes    int64
+	maxBytes int64
+}
+
+// cachedBody is one rendered body and, made on first demand, its gzip form.
+type cachedBody struct {
+	body     []byte
+	gzipOnce sync.Once
+	gzipped  []byte
+}
+
+func newResponseCache(entries int) *responseCache {
+	rc := &responseCache{maxBytes: 256 << 20}
+	rc.lru, _ = lru.NewWithEvict(entries, func(_ string, v *cachedBody) {
+		rc.mu.Lock()
+		rc.bytes -= int64(len(v.body) + len(v.gzipped))
+		rc.mu.Unlock()
+	})
+	return rc
+}
+
+func (rc *responseCache) get(key string) (*cachedBody, bool) { return rc.lru.Get(key) }
+
+func (rc *responseCache) add(key string, b *cachedBody) {
+	if int64(len(b.body)) > rc.maxBytes/4 {
+		return // one body may not crowd out the rest
+	}
+	rc.lru.Add(key, b)
+	rc.mu.Lock()
+	rc.bytes += int64(len(b.body))
+	over := rc.bytes > rc.maxBytes
+	rc.mu.Unlock()
+	for over {
+		if _, _, ok := rc.lru.RemoveOldest(); !ok {
+			return
+		}
+		rc.mu.Lock()
+		over = rc.bytes > rc.maxBytes
+		rc.mu.Unlock()
+	}
+}
+
+func (b *cachedBody) gzip(rc *responseCache) []byte {
+	b.gzipOnce.Do(func() {
+		var buf bytes.Buffer
+		buf.Grow(len(b.body) / 4)
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		_, _ = zw.Write(b.body)
+		_ = zw.Close()
+		b.gzipped = buf.Bytes()
+		rc.mu.Lock()
+		rc.bytes += int64(len(b.gzipped))
+		rc.mu.Unlock()
+	})
+	return b.gzipped
+}
+
+// respondCached answers a JSON body rendered at most once per key and
+// revision: ETag is the revision, If-None-Match answers 304, and the body is
+// gzipped (once) when the client accepts it.
+func (s *Server) respondCached(c echo.Context, rev uint64, key string, render func() ([]byte, error)) error {
+	etag := `"` + strconv.FormatUint(rev, 10) + `"`
+	h := c.Response().Header()
+	h.Set(echo.HeaderCacheControl, "private, no-cache")
+	h.Set("ETag", etag)
+	h.Add(echo.HeaderVary, echo.HeaderAcceptEncoding)
+	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	key = key + "@" + strconv.FormatUint(rev, 10)
+	cb, ok := s.cache.get(key)
+	if !ok {
+		body, err := render()
+		if err != nil {
+			return err
+		}
+		cb = &cachedBody{body: body}
+		s.cache.add(key, cb)
+	}
+	return s.writeBody(c, cb)
+}
+
+// respondStreamed is respondCached for a body written straight to the
+// client: a body already rendered for the key is sent as it is; otherwise
+// write produces it without a copy being kept.
+func (s *Server) respondStreamed(c echo.Context, rev uint64, key string, write func(io.Writer) error) error {
+	etag := `"` + strconv.FormatUint(rev, 10) + `"`
+	h := c.Response().Header()
+	h.Set(echo.HeaderCacheControl, "private, no-cache")
+	h.Set("ETag", etag)
+	h.Add(echo.HeaderVary, echo.HeaderAcceptEncoding)
+	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	if cb, ok := s.cache.get(key + "@" + strconv.FormatUint(rev, 10)); ok {
+		return s.writeBody(c, cb)
+	}
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	c.Response().WriteHeader(http.StatusOK)
+	return write(c.Response())
+}
+
+// writeBody sends a rendered JSON body, gzipped when accepted and worth it.
+func (s *Server) writeBody(c echo.Context, cb *cachedBody) error {
+	if len(cb.body) >= 1024 && acceptsGzip(c.Request()) {
+		c.Response().Header().Set(echo.HeaderContentEncoding, "gzip")
+		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, cb.gzip(s.cache))
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, cb.body)
+}
+
+func etagMatches(header, etag string) bool {
+	for _, part := range strings.Split(header, ",") {
+		part = strings.TrimSpace(part)
+		if part == etag || part == "W/"+etag || part == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get(echo.HeaderAcceptEncoding), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") && strings.TrimSpace(q) != "q=0" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,160 @@
+package handlers
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hanzoai/deploy/auth"
+)
+
+// recoverPanics turns a panic in a handler into a logged 500: a panic is a
+// bug, never an answer.
+func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					if r == http.ErrAbortHandler {
+						panic(r)
+					}
+					log.Error("handler panicked", "path", c.Path(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+					err = errorf(http.StatusInternalServerError, "internal error")
+				}
+			}()
+			return next(c)
+		}
+	}
+}
+
+// accessLog writes one structured line per request. It never logs headers,
+// cookies or tokens.
+func accessLog(log *slog.Logger, now func() time.Time) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := now()
+			err := next(c)
+			if err != nil {
+				c.Error(err)
+			}
+			r, res := c.Request(), c.Response()
+			attrs := []slog.Attr{
+				slog.String("method", r.Method),
+				slog.String("route", c.Path()),
+				slog.String("path", r.URL.Path),
+				slog.Int("status", res.Status),
+				slog.Int64("bytes", res.Size),
+				slog.Float64("ms", float64(now().Sub(start).Microseconds())/1000),
+				slog.String("remote", c.RealIP()),
+			}
+			if p := auth.PrincipalFrom(r.Context()); p != nil {
+				attrs = append(attrs, slog.String("sub", p.Subject), slog.String("org", p.Org))
+			}
+			log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+			return nil
+		}
+	}
+}
+
+// tracing starts a span per request with the global tracer provider: a
+// no-op unless the binary installed an exporter (OTEL_EXPORTER_OTLP_ENDPOINT).
+func tracing() echo.MiddlewareFunc {
+	tracer := otel.Tracer("github.com/hanzoai/deploy/handlers")
+	prop := propagation.TraceContext{}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx, span := tracer.Start(ctx, r.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", c.Path())))
+			defer span.End()
+			c.SetRequest(r.WithContext(ctx))
+			err := next(c)
+			status := c.Response().Status
+			if he, ok := err.(*apiError); ok {
+				status = he.Code
+			}
+			span.SetAttributes(attribute.Int("http.response.status_code", status))
+			if status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
+			return err
+		}
+	}
+}
+
+// securityHeaders sets the headers every answer carries.
+func securityHeaders() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h := c.Response().Header()
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Referrer-Policy", "same-origin")
+			h.Set("X-Frame-Options", "DENY")
+			return next(c)
+		}
+	}
+}
+
+// requireReady answers 503 with the reason while the projection does not
+// reflect a cluster (none configured, unreachable, caches not synced).
+func (s *Server) requireReady(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if st := s.d.Cluster(); !st.Ready {
+			c.Response().Header().Set("Retry-After", "5")
+			return errorf(http.StatusServiceUnavailable, "the fleet is not available yet: "+st.Reason)
+		}
+		return next(c)
+	}
+}
+
+// requirePrincipal admits any validated principal, with or without an org.
+func (s *Server) requirePrincipal(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if auth.PrincipalFrom(c.Request().Context()) == nil {
+			_, err := scopeOf(c) // the 401 with its reason
+			if isNavigation(c.Request()) {
+				return c.Redirect(http.StatusFound, loginRedirect(c.Request()))
+			}
+			return err
+		}
+		return next(c)
+	}
+}
+
+// requireSuperAdmin admits SuperAdmins only.
+func (s *Server) requireSuperAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		sc, err := scopeOf(c)
+		if err != nil {
+			return err
+		}
+		if !sc.CanWrite() {
+			return errorf(http.StatusForbidden, "this route is for platform administrators (members of the admin organization)")
+		}
+		return next(c)
+	}
+}
+
+// requirePaaS admits SuperAdmins and OrgAdmins (the drift board).
+func (s *Server) requirePaaS(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		sc, err := scopeOf(c)
+		if err != nil {
+			return err
+		}
+		if !sc.CanReadPaaS() {
+			return errorf(http.StatusForbidden, "the deploy board is for platform administrators and organization administrators")
+		}
+		return next(c)
+	}
+}

@@ -1,0 +1,239 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// validName checks a name taken from a path or a query: a DNS-1123 label,
+// as every App, namespace and org name is.
+func validName(what, name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return errorf(http.StatusBadRequest, what+" "+quoteShort(name)+" is not valid: it must be a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)")
+	}
+	return nil
+}
+
+// quoteShort quotes a client-given value for a message, cut to 64 bytes.
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// checkParams refuses query parameters a route does not know: a typo must
+// not silently change what is listed.
+func checkParams(q url.Values, known ...string) error {
+	for k := range q {
+		if !slices.Contains(known, k) {
+			return errorf(http.StatusBadRequest, "unknown query parameter "+quoteShort(k)+"; this route takes "+strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
+// single returns the one value of a parameter, refusing repeats.
+func single(q url.Values, key string) (string, error) {
+	v := q[key]
+	if len(v) > 1 {
+		return "", errorf(http.StatusBadRequest, "query parameter "+key+" is given more than once")
+	}
+	if len(v) == 0 {
+		return "", nil
+	}
+	return v[0], nil
+}
+
+// listQuery is the filter of GET /v1/deploy/applications.
+type listQuery struct {
+	name         string
+	projects     []string
+	selector     labels.Selector
+	selectorText string
+	appNamespace string
+	fields       [][]string
+	fieldsText   string
+}
+
+var listParams = []string{"name", "projects", "selector", "appNamespace", "fields"}
+
+func parseListQuery(q url.Values) (listQuery, error) {
+	var lq listQuery
+	if err := checkParams(q, listParams...); err != nil {
+		return lq, err
+	}
+	var err error
+	if lq.name, err = single(q, "name"); err != nil {
+		return lq, err
+	}
+	if lq.name != "" {
+		if err := validName("name", lq.name); err != nil {
+			return lq, err
+		}
+	}
+	for _, v := range q["projects"] {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			if err := validName("project", p); err != nil {
+				return lq, err
+			}
+			lq.projects = append(lq.projects, p)
+		}
+	}
+	sort.Strings(lq.projects)
+	lq.projects = slices.Compact(lq.projects)
+	if lq.selectorText, err = single(q, "selector"); err != nil {
+		return lq, err
+	}
+	if lq.selectorText != "" {
+		sel, err := labels.Parse(lq.selectorText)
+		if err != nil {
+			return lq, errorf(http.StatusBadRequest, "selector "+quoteShort(lq.selectorText)+" is not a label selector (for example hanzo.ai/env=main,hanzo.ai/org in (acme))")
+		}
+		lq.selector, lq.selectorText = sel, sel.String()
+	}
+	if lq.appNamespace, err = single(q, "appNamespace"); err != nil {
+		return lq, err
+	}
+	if lq.appNamespace != "" {
+		if err := validName("appNamespace", lq.appNamespace); err != nil {
+			return lq, err
+		}
+	}
+	fieldsText, err := single(q, "fields")
+	if err != nil {
+		return lq, err
+	}
+	if lq.fields, err = parseFields(fieldsText); err != nil {
+		return lq, err
+	}
+	lq.fieldsText = fieldsText
+	return lq, nil
+}
+
+// key is the normalized query, for the response cache.
+func (lq listQuery) key() string {
+	return "n=" + lq.name + "&p=" + strings.Join(lq.projects, ",") + "&s=" + lq.selectorText + "&ns=" + lq.appNamespace + "&f=" + lq.fieldsText
+}
+
+// matches applies the filters after the scope.
+func (lq listQuery) matches(a *projection.App) bool {
+	if lq.name != "" && a.Name != lq.name {
+		return false
+	}
+	if lq.appNamespace != "" && a.Namespace != lq.appNamespace {
+		return false
+	}
+	if len(lq.projects) > 0 && !slices.Contains(lq.projects, a.Project) {
+		return false
+	}
+	if lq.selector != nil && !lq.selector.Matches(appLabels(a)) {
+		return false
+	}
+	return true
+}
+
+// appLabels are the labels of the Application as emitted.
+func appLabels(a *projection.App) labels.Set {
+	set := labels.Set{projection.LabelInstance: a.Name}
+	if a.Env != "" {
+		set[projection.LabelEnv] = a.Env
+	}
+	if a.Org != "" {
+		set[projection.LabelOrg] = a.Org
+	}
+	return set
+}
+
+const maxFields = 64
+
+// parseFields reads Argo CD's fields parameter: comma-separated paths into
+// the list (items.metadata.name, items.status.sync.status,
+// metadata.resourceVersion).
+func parseFields(text string) ([][]string, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var out [][]string
+	for _, f := range strings.Split(text, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		path := strings.Split(f, ".")
+		switch path[0] {
+		case "items", "metadata", "apiVersion", "kind":
+		default:
+			return nil, errorf(http.StatusBadRequest, "field "+quoteShort(f)+" is not in the list: fields start with items. or metadata.")
+		}
+		for _, seg := range path {
+			if seg == "" || strings.IndexFunc(seg, func(r rune) bool {
+				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '/')
+			}) >= 0 {
+				return nil, errorf(http.StatusBadRequest, "field "+quoteShort(f)+" is not a dotted path of names")
+			}
+		}
+		out = append(out, path)
+	}
+	if len(out) > maxFields {
+		return nil, errorf(http.StatusBadRequest, "too many fields: at most 64")
+	}
+	return out, nil
+}
+
+// selectFields keeps only the given paths of a decoded JSON document;
+// arrays pass the rest of the path to each element.
+func selectFields(doc any, paths [][]string) any {
+	var out any
+	for _, p := range paths {
+		out = mergeField(out, doc, p)
+	}
+	if out == nil {
+		return map[string]any{}
+	}
+	return out
+}
+
+func mergeField(dst, src any, path []string) any {
+	if len(path) == 0 {
+		return src
+	}
+	switch s := src.(type) {
+	case map[string]any:
+		v, ok := s[path[0]]
+		if !ok {
+			return dst
+		}
+		d, _ := dst.(map[string]any)
+		if d == nil {
+			d = map[string]any{}
+		}
+		d[path[0]] = mergeField(d[path[0]], v, path[1:])
+		return d
+	case []any:
+		d, _ := dst.([]any)
+		if d == nil {
+			d = make([]any, len(s))
+		}
+		for i := range s {
+			d[i] = mergeField(d[i], s[i], path)
+		}
+		return d
+	}
+	return dst
+}
+
+func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }

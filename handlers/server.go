@@ -1,0 +1,176 @@
+package handlers
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// Snapshotter hands out the current projection snapshot.
+type Snapshotter interface {
+	Snapshot() *projection.Snapshot
+}
+
+// ClusterStatus is what the watcher reports about the cluster it reads.
+type ClusterStatus struct {
+	// Configured: a cluster configuration was resolved.
+	Configured bool
+	// Reachable: the API server answered discovery.
+	Reachable bool
+	// AppCRD: hanzo.ai/v1 apps is served.
+	AppCRD bool
+	// CDCRD: the CD Application kind is served.
+	CDCRD bool
+	// Ready: every cache synced; the projection reflects the cluster.
+	Ready bool
+	// Reason says why it is not ready, in words safe for a client.
+	Reason string
+}
+
+// LiveReader reads one object of a registry kind from the API server, on
+// demand (the live manifest is never cached).
+type LiveReader interface {
+	Get(ctx context.Context, kind projection.Kind, namespace, name string) (map[string]any, error)
+}
+
+// LogRequest asks for a container's log.
+type LogRequest struct {
+	Namespace  string
+	Pod        string
+	Container  string
+	TailLines  int64
+	LimitBytes int64
+	Follow     bool
+}
+
+// LogReader streams a container's log from the kubelet through the API
+// server.
+type LogReader interface {
+	Logs(ctx context.Context, req LogRequest) (io.ReadCloser, error)
+}
+
+// Version describes the running binary.
+type Version struct {
+	Version   string
+	BuildDate string
+	GitCommit string
+}
+
+// Deps is everything the HTTP surface needs.
+type Deps struct {
+	Log       *slog.Logger
+	Snapshots Snapshotter
+	// Projection is the store's configuration (namespace map, display
+	// values).
+	Projection projection.Config
+	// Cluster reports the watcher's state; nil means never configured.
+	Cluster func() ClusterStatus
+	Live    LiveReader
+	Logs    LogReader
+	Auth    *auth.Authenticator
+	// PublicURL is where browsers reach deployd (the dashboard's origin).
+	PublicURL string
+	// ClusterName names the one cluster in /clusters and on the board.
+	ClusterName string
+	Version     Version
+	// Releases answers the drift board's release questions; nil when no
+	// release source is configured.
+	Releases func(repo, declaredTag string) *projection.Release
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Web serves the embedded dashboard at /; nil for none.
+	Web http.Handler
+	// Extra mounts further routes (streams, writes) on the server.
+	Extra func(e *echo.Echo, s *Server)
+}
+
+// Server is deployd's HTTP surface.
+type Server struct {
+	d       Deps
+	e       *echo.Echo
+	session *Session
+	cache   *responseCache
+}
+
+// New builds the Echo server with every route and middleware.
+func New(d Deps) *Server {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Cluster == nil {
+		d.Cluster = func() ClusterStatus { return ClusterStatus{Reason: "no Kubernetes configuration"} }
+	}
+	if d.ClusterName == "" {
+		d.ClusterName = "in-cluster"
+	}
+	s := &Server{d: d, e: echo.New(), session: NewSession(d.Auth, d.Log), cache: newResponseCache(256)}
+	e := s.e
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(d.Log)
+	e.Use(
+		accessLog(d.Log, d.Now),
+		recoverPanics(d.Log),
+		tracing(),
+		securityHeaders(),
+		middleware.BodyLimit("64K"),
+		s.session.Authenticate(),
+		SameOrigin(d.PublicURL),
+	)
+	s.session.Register(e)
+	s.routes()
+	if d.Extra != nil {
+		d.Extra(e, s)
+	}
+	if d.Web != nil {
+		e.GET("/*", echo.WrapHandler(d.Web))
+	}
+	return s
+}
+
+// Handler returns the server as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Echo returns the underlying Echo instance (for mounting more routes).
+func (s *Server) Echo() *echo.Echo { return s.e }
+
+func (s *Server) routes() {
+	e := s.e
+	scoped := []echo.MiddlewareFunc{RequireScope(), s.requireReady}
+	validated := []echo.MiddlewareFunc{s.requirePrincipal}
+
+	e.GET("/v1/deploy/health", s.health("deploy"))
+	e.GET("/v1/paas/health", s.health("paas"))
+
+	e.GET("/v1/deploy/settings", s.settings, validated...)
+	e.GET("/v1/deploy/version", s.version, validated...)
+	e.GET("/v1/deploy/account/can-i/:resource/:action/*", s.canI, validated...)
+	e.GET("/v1/deploy/account/can-i/:resource/:action", s.canI, validated...)
+
+	e.GET("/v1/deploy/applications", s.listApplications, scoped...)
+	e.GET("/v1/deploy/applications/:name", s.getApplication, scoped...)
+	e.GET("/v1/deploy/applications/:name/resource-tree", s.getTree, scoped...)
+	e.GET("/v1/deploy/applications/:name/syncwindows", s.syncWindows, scoped...)
+	e.GET("/v1/deploy/applications/:name/revisions/:rev/metadata", s.revisionMetadata, scoped...)
+	e.GET("/v1/deploy/clusters", s.clusters, scoped...)
+	e.GET("/v1/deploy/projects", s.projects, scoped...)
+	e.GET("/v1/deploy/gitops", s.gitops, append(scoped, s.requireSuperAdmin)...)
+
+	e.GET("/v1/deploy/:name/tree", s.nativeTree, scoped...)
+	e.GET("/v1/deploy/:name/resource/:ref", s.resource, scoped...)
+	e.GET("/v1/deploy/:name/logs", s.logs, scoped...)
+
+	paas := []echo.MiddlewareFunc{RequireScope(), s.requirePaaS, s.requireReady}
+	e.GET("/v1/paas/apps", s.paasList, paas...)
+	e.GET("/v1/paas/apps/:app", s.paasApp, paas...)
+}

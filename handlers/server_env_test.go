@@ -1,0 +1,299 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oauth2-proxy/mockoidc"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// fleetFile is the golden fleet of the projection's tests.
+const fleetFile = "../projection/testdata/fleet.yaml"
+
+// fleetObjects reads the golden fleet as unstructured maps.
+func fleetObjects(t testing.TB) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(fleetFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// fakeLive serves the fleet's objects as the API server would.
+type fakeLive struct {
+	objs map[string]map[string]any
+	err  error
+}
+
+func liveKey(k projection.Kind, ns, name string) string { return k.String() + "/" + ns + "/" + name }
+
+func newFakeLive(objs []map[string]any) *fakeLive {
+	l := &fakeLive{objs: map[string]map[string]any{}}
+	for _, m := range objs {
+		o, err := projection.Decode(m)
+		if err != nil {
+			continue
+		}
+		l.objs[liveKey(o.Kind, o.Namespace, o.Name)] = m
+	}
+	return l
+}
+
+func (l *fakeLive) Get(_ context.Context, k projection.Kind, ns, name string) (map[string]any, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	if m, ok := l.objs[liveKey(k, ns, name)]; ok {
+		return m, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: k.Info().Resource}, name)
+}
+
+// fakeLogs answers every pod with the same lines, or an error.
+type fakeLogs struct {
+	mu   sync.Mutex
+	text string
+	err  error
+	last LogRequest
+}
+
+func (l *fakeLogs) Logs(_ context.Context, r LogRequest) (io.ReadCloser, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = r
+	if l.err != nil {
+		return nil, l.err
+	}
+	return io.NopCloser(strings.NewReader(l.text)), nil
+}
+
+// serverEnv is the whole HTTP surface over the golden fleet, with sign-in
+// against an in-process mockoidc provider.
+type serverEnv struct {
+	URL    string
+	m      *mockoidc.MockOIDC
+	a      *auth.Authenticator
+	clock  *signinClock
+	logs   *signinLogs
+	store  *projection.Store
+	live   *fakeLive
+	pods   *fakeLogs
+	mu     sync.Mutex
+	status ClusterStatus
+	srv    *Server
+}
+
+func (env *serverEnv) setStatus(st ClusterStatus) {
+	env.mu.Lock()
+	env.status = st
+	env.mu.Unlock()
+}
+
+var readyCluster = ClusterStatus{Configured: true, Reachable: true, AppCRD: true, CDCRD: true, Ready: true}
+
+func newServerEnv(t *testing.T) *serverEnv {
+	t.Helper()
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := fleetObjects(t)
+	env := &serverEnv{
+		URL:    "http://" + l.Addr().String(),
+		m:      m,
+		clock:  &signinClock{t: time.Now().Truncate(time.Second)},
+		logs:   &signinLogs{},
+		store:  projection.NewStore(projection.DefaultConfig()),
+		live:   newFakeLive(objs),
+		pods:   &fakeLogs{text: "listening on :8000\nready\n"},
+		status: readyCluster,
+	}
+	var batch []projection.Change
+	for _, o := range objs {
+		d, err := projection.Decode(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, projection.Change{Op: projection.Upsert, Object: d})
+	}
+	if _, err := env.store.Apply(batch...); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	env.a = auth.New(context.Background(), auth.Config{
+		Issuer: m.Issuer(), ClientID: m.ClientID, ClientSecret: m.ClientSecret,
+		PublicURL: env.URL, CookieKey: bytes.Repeat([]byte{7}, 32), Now: env.clock.Now,
+	}, log)
+	t.Cleanup(env.a.Close)
+	env.srv = New(Deps{
+		Log: log, Snapshots: env.store, Projection: projection.DefaultConfig(),
+		Cluster: func() ClusterStatus { env.mu.Lock(); defer env.mu.Unlock(); return env.status },
+		Live:    env.live, Logs: env.pods, Auth: env.a, PublicURL: env.URL, ClusterName: "in-cluster",
+		Version: Version{Version: "v0.1.0", BuildDate: "2026-11-01T00:00:00Z", GitCommit: "abc1234"},
+		Now:     env.clock.Now,
+	})
+	srv := httptest.NewUnstartedServer(env.srv.Handler())
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return env
+}
+
+// identity is one caller of the isolation matrix.
+type identity struct {
+	name  string
+	token func(env *serverEnv, t *testing.T) string // "" for anonymous
+}
+
+var (
+	userGlobexAdmin = oidcUser{sub: "u-gina", extra: map[string]any{"preferred_username": "gina", "owner": "globex", "isAdmin": true}}
+
+	identities = []identity{
+		{"superadmin", func(env *serverEnv, t *testing.T) string { return env.token(t, userRoot, time.Hour) }},
+		{"acme-member", func(env *serverEnv, t *testing.T) string { return env.token(t, userAlice, time.Hour) }},
+		{"globex-orgadmin", func(env *serverEnv, t *testing.T) string { return env.token(t, userGlobexAdmin, time.Hour) }},
+		{"no-org", func(env *serverEnv, t *testing.T) string { return env.token(t, userNobody, time.Hour) }},
+		{"anonymous", func(*serverEnv, *testing.T) string { return "" }},
+		{"expired", func(env *serverEnv, t *testing.T) string { return env.token(t, userAlice, -time.Minute) }},
+	}
+)
+
+// token is an ID token for user, as the provider would issue it.
+func (env *serverEnv) token(t *testing.T, user oidcUser, ttl time.Duration) string {
+	t.Helper()
+	se := &signinEnv{m: env.m, clock: env.clock}
+	return se.idToken(t, user, ttl)
+}
+
+type reply struct {
+	code   int
+	body   string
+	header http.Header
+}
+
+// get sends a GET as an API client (no browser headers).
+func (env *serverEnv) get(t *testing.T, path, token string, header ...string) reply {
+	t.Helper()
+	return env.do(t, http.MethodGet, path, token, nil, header...)
+}
+
+func (env *serverEnv) do(t *testing.T, method, path, token string, body []byte, header ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, env.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{code: resp.StatusCode, body: string(b), header: resp.Header}
+}
+
+// errorMessage decodes the error body and checks its shape.
+func errorMessage(t *testing.T, r reply) string {
+	t.Helper()
+	var eb errorBody
+	dec := json.NewDecoder(strings.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&eb); err != nil {
+		t.Fatalf("error body %q: %v", r.body, err)
+	}
+	if eb.Code != r.code || eb.Error != eb.Message || eb.Message == "" {
+		t.Fatalf("error body %q does not match status %d", r.body, r.code)
+	}
+	return eb.Message
+}
+
+// golden compares got with testdata/wire/name; with -update it rewrites.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(got, &v); err != nil {
+		t.Fatalf("%s: not JSON: %v\n%s", name, err, got)
+	}
+	pretty, _ := json.MarshalIndent(v, "", "  ")
+	pretty = append(pretty, '\n')
+	path := filepath.Join("testdata", "wire", name)
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, pretty, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s (go test -update writes it): %v", path, err)
+	}
+	if !bytes.Equal(want, pretty) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n%s", path, firstDifference(string(want), string(pretty)))
+	}
+}
+
+func firstDifference(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return "line " + strings.TrimSpace(strings.Repeat(" ", 1)) + itoa(uint64(i+1)) + ":\n  want: " + a + "\n  got:  " + b
+		}
+	}
+	return ""
+}
+
+func itoa(v uint64) string { return uintString(v) }
+
+var errBoom = errors.New("dial tcp 10.0.0.9:10250: connect: connection refused")
