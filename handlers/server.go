@@ -75,7 +75,9 @@ type Deps struct {
 	Cluster func() ClusterStatus
 	Live    LiveReader
 	Logs    LogReader
-	Auth    *auth.Authenticator
+	// Writer performs the writes; nil disables them (503).
+	Writer Writer
+	Auth   *auth.Authenticator
 	// PublicURL is where browsers reach deployd (the dashboard's origin).
 	PublicURL string
 	// ClusterName names the one cluster in /clusters and on the board.
@@ -124,11 +126,13 @@ func New(d Deps) *Server {
 		tracing(),
 		securityHeaders(),
 		middleware.BodyLimit("64K"),
+		s.audit,
 		s.session.Authenticate(),
 		SameOrigin(d.PublicURL),
 	)
 	s.session.Register(e)
 	s.routes()
+	s.writeRoutes()
 	if d.Extra != nil {
 		d.Extra(e, s)
 	}
