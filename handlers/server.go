@@ -12,6 +12,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/stream"
 )
 
 // Snapshotter hands out the current projection snapshot.
@@ -77,7 +78,9 @@ type Deps struct {
 	Logs    LogReader
 	// Writer performs the writes; nil disables them (503).
 	Writer Writer
-	Auth   *auth.Authenticator
+	// Hub serves the streams; nil leaves them out.
+	Hub  *stream.Hub
+	Auth *auth.Authenticator
 	// PublicURL is where browsers reach deployd (the dashboard's origin).
 	PublicURL string
 	// ClusterName names the one cluster in /clusters and on the board.
@@ -90,8 +93,6 @@ type Deps struct {
 	Now func() time.Time
 	// Web serves the embedded dashboard at /; nil for none.
 	Web http.Handler
-	// Extra mounts further routes (streams, writes) on the server.
-	Extra func(e *echo.Echo, s *Server)
 }
 
 // Server is deployd's HTTP surface.
@@ -132,10 +133,8 @@ func New(d Deps) *Server {
 	)
 	s.session.Register(e)
 	s.routes()
+	s.streamRoutes()
 	s.writeRoutes()
-	if d.Extra != nil {
-		d.Extra(e, s)
-	}
 	if d.Web != nil {
 		e.GET("/*", echo.WrapHandler(d.Web))
 	}

@@ -1,0 +1,404 @@
+package stream
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// Source is where the hub reads the current snapshot: a *projection.Store.
+type Source interface {
+	Snapshot() *projection.Snapshot
+}
+
+// Options configure a Hub. Zero values take the defaults.
+type Options struct {
+	// RingEvents bounds the resume ring (default 100,000 events).
+	RingEvents int
+	// RingAge drops ring events older than this (default 5 minutes; a
+	// negative value keeps them until RingEvents pushes them out).
+	RingAge time.Duration
+	// QueueSize bounds each subscriber's queue of frames not yet written
+	// (default 1024). A subscriber whose queue is full is cut off.
+	QueueSize int
+	// Heartbeat is the interval of the keep-alive comment (default 15 s).
+	Heartbeat time.Duration
+	// Retry is the reconnection delay advised to clients (default 3 s).
+	Retry time.Duration
+	// Batch groups deltas published within this interval of each other
+	// into one round of fan-out, so a subscriber is woken, written and
+	// flushed once per round rather than once per event (default 10 ms; a
+	// negative value hands each Publish out at once). The first delta
+	// after a quiet interval goes out at once. Measured in real time,
+	// whatever the Clock.
+	Batch time.Duration
+	// Clock defaults to the system clock.
+	Clock Clock
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.RingEvents <= 0 {
+		o.RingEvents = 100_000
+	}
+	if o.RingAge == 0 {
+		o.RingAge = 5 * time.Minute
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 1024
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.Retry <= 0 {
+		o.Retry = 3 * time.Second
+	}
+	if o.Batch == 0 {
+		o.Batch = 10 * time.Millisecond
+	}
+	if o.Clock == nil {
+		o.Clock = SystemClock()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// Hub fans the projection's deltas out to filtered SSE streams. See the
+// package documentation for its concurrency contract.
+type Hub struct {
+	src   Source
+	opts  Options
+	clock Clock
+	log   *slog.Logger
+
+	// The inbox: written by Publish, drained by Run.
+	inMu  sync.Mutex
+	inbox []projection.Delta
+	spare []projection.Delta // Run's only
+	wake  chan struct{}
+
+	mu      sync.Mutex
+	ring    *ring
+	views   map[string]*view
+	clients map[*subscriber]struct{} // every applications stream being served
+	trees   map[projection.AppKey]map[*treeSubscriber]struct{}
+	ntrees  int
+	stopped bool
+	active  sync.WaitGroup // Serve calls in progress
+	touched []*subscriber  // queued to in this round, to be woken at its end
+
+	encodings       atomic.Uint64
+	replayEncodings atomic.Uint64
+	cutOff          atomic.Uint64
+	resets          atomic.Uint64
+}
+
+// NewHub returns a hub reading src. Its ring starts at src's current
+// revision: call it before the writer starts publishing. Start Run.
+func NewHub(src Source, opts Options) *Hub {
+	opts = opts.withDefaults()
+	return &Hub{
+		src:     src,
+		opts:    opts,
+		clock:   opts.Clock,
+		log:     opts.Logger,
+		wake:    make(chan struct{}, 1),
+		ring:    newRing(opts.RingEvents, src.Snapshot().Revision),
+		views:   map[string]*view{},
+		clients: map[*subscriber]struct{}{},
+		trees:   map[projection.AppKey]map[*treeSubscriber]struct{}{},
+	}
+}
+
+// Publish hands the hub the deltas of one Apply, after the snapshot holding
+// them was published. It never blocks and never encodes: Run does the work.
+// Called by the single writer, in revision order.
+func (h *Hub) Publish(deltas []projection.Delta) {
+	if len(deltas) == 0 {
+		return
+	}
+	h.inMu.Lock()
+	if len(h.inbox)+len(deltas) > h.opts.RingEvents {
+		// Run is a whole ring behind. Keep only the newest delta: Run sees
+		// the skipped revisions and cuts every subscriber off, so none
+		// misses a change silently; they resume or reset.
+		clear(h.inbox)
+		h.inbox = append(h.inbox[:0], deltas[len(deltas)-1])
+	} else {
+		h.inbox = append(h.inbox, deltas...)
+	}
+	h.inMu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run is the hub's goroutine: it turns published deltas into records,
+// fans them out to the views, and sends the heartbeat. It returns when ctx
+// ends, after every stream has been ended and its Serve call has returned.
+// Call it once.
+func (h *Hub) Run(ctx context.Context) {
+	ticker := h.clock.NewTicker(h.opts.Heartbeat)
+	defer ticker.Stop()
+	batch := time.NewTimer(time.Hour)
+	batch.Stop()
+	defer batch.Stop()
+	var lastRound time.Time
+	pending := false // a round is scheduled on batch
+	for {
+		select {
+		case <-ctx.Done():
+			h.stop()
+			return
+		case <-h.wake:
+			if pending {
+				continue
+			}
+			if wait := h.opts.Batch - time.Since(lastRound); wait > 0 {
+				batch.Reset(wait)
+				pending = true
+				continue
+			}
+			h.drain()
+			lastRound = time.Now()
+		case <-batch.C:
+			pending = false
+			h.drain()
+			lastRound = time.Now()
+		case <-ticker.C():
+			h.heartbeat()
+		}
+	}
+}
+
+// Stats are the hub's counters, for metrics and tests.
+type Stats struct {
+	Subscribers     int    // applications streams being served
+	Joined          int    // of those, the ones live in a view (past their burst and catch-up)
+	Views           int    // distinct views with live subscribers
+	TreeSubscribers int    // tree streams being served
+	Revision        uint64 // the newest revision fanned out
+	RingLen         int    // records held for resuming
+	// Encodings counts frames encoded for live views: once per view that
+	// sees an event, however many subscribers the view has.
+	Encodings uint64
+	// ReplayEncodings counts frames encoded for one subscriber: bursts
+	// and catch-up from the ring.
+	ReplayEncodings uint64
+	CutOff          uint64 // subscribers disconnected for a full queue or skipped revisions
+	Resets          uint64 // streams told to reset
+}
+
+// Stats returns the current counters.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	joined := 0
+	for _, v := range h.views {
+		joined += len(v.subs)
+	}
+	return Stats{
+		Subscribers:     len(h.clients),
+		Joined:          joined,
+		Views:           len(h.views),
+		TreeSubscribers: h.ntrees,
+		Revision:        h.ring.last(),
+		RingLen:         h.ring.n,
+		Encodings:       h.encodings.Load(),
+		ReplayEncodings: h.replayEncodings.Load(),
+		CutOff:          h.cutOff.Load(),
+		Resets:          h.resets.Load(),
+	}
+}
+
+// drain processes everything published so far.
+func (h *Hub) drain() {
+	for {
+		h.inMu.Lock()
+		batch := h.inbox
+		h.inbox = h.spare[:0]
+		h.inMu.Unlock()
+		if len(batch) == 0 {
+			h.spare = batch
+			return
+		}
+		now := h.clock.Now().UnixNano()
+		for i := range batch {
+			rec := newRecord(&batch[i], now) // encodes, outside the lock
+			h.mu.Lock()
+			h.fanOut(rec)
+			h.mu.Unlock()
+		}
+		clear(batch) // let the App versions go
+		if cap(batch) > 4096 {
+			batch = nil // after a burst, do not keep a large array
+		}
+		h.spare = batch
+		h.mu.Lock()
+		if h.opts.RingAge > 0 {
+			h.ring.evictBefore(now - int64(h.opts.RingAge))
+		}
+		h.wakeTouched()
+		h.mu.Unlock()
+	}
+}
+
+// wakeTouched wakes the subscribers queued to in this round. Called with
+// h.mu held.
+func (h *Hub) wakeTouched() {
+	for i, s := range h.touched {
+		s.touched = false
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		h.touched[i] = nil
+	}
+	h.touched = h.touched[:0]
+}
+
+// queue hands a frame to a subscriber, cutting it off when its queue is
+// full. Called with h.mu held.
+func (h *Hub) queue(s *subscriber, frame []byte) {
+	if !s.push(frame) {
+		h.cutSlow(s)
+		return
+	}
+	if !s.touched {
+		s.touched = true
+		h.touched = append(h.touched, s)
+	}
+}
+
+// fanOut appends a record to the ring and queues its frames. Called with
+// h.mu held.
+func (h *Hub) fanOut(rec *record) {
+	last := h.ring.last()
+	if rec.rev <= last {
+		return // already held
+	}
+	if rec.rev != last+1 {
+		h.log.Error("stream: revisions were skipped; cutting every subscriber off so none misses a change",
+			"want", last+1, "got", rec.rev)
+		for _, v := range h.views {
+			for len(v.subs) > 0 {
+				h.cut(v.subs[len(v.subs)-1], errSkipped)
+			}
+		}
+		h.ring.reset(rec.rev - 1)
+	}
+	h.ring.push(rec)
+	if rec.newJSON != nil || rec.oldJSON != nil {
+		for _, v := range h.views {
+			frame := v.frame(rec, &h.encodings)
+			if frame == nil {
+				continue
+			}
+			// Backwards: a subscriber cut off here is swapped with the
+			// last one, which was already served.
+			for i := len(v.subs) - 1; i >= 0; i-- {
+				if s := v.subs[i]; rec.rev > s.after {
+					h.queue(s, frame)
+				}
+			}
+		}
+	}
+	for t := range h.trees[rec.key] {
+		t.notify()
+	}
+}
+
+// heartbeat queues a keep-alive comment to every stream. It carries the
+// newest revision as its id, so a client whose view saw no change for a
+// while still resumes from a recent position.
+func (h *Hub) heartbeat() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	last := h.ring.last()
+	withID := append(appendID(nil, last), pingFrame...)
+	for _, v := range h.views {
+		for i := len(v.subs) - 1; i >= 0; i-- {
+			s := v.subs[i]
+			f := withID
+			if s.after > last {
+				f = pingFrame // it starts after last: do not move it back
+			}
+			h.queue(s, f)
+		}
+	}
+	h.wakeTouched()
+	for _, set := range h.trees {
+		for t := range set {
+			t.ping()
+		}
+	}
+}
+
+func (h *Hub) cutSlow(s *subscriber) {
+	h.log.Warn("stream subscriber cut off: its queue is full; it will resume with Last-Event-ID",
+		"scope", s.view.scope.Key(), "queue", h.opts.QueueSize)
+	h.cut(s, errSlowClient)
+}
+
+// cut removes a subscriber from its view and ends its stream. Called with
+// h.mu held.
+func (h *Hub) cut(s *subscriber, cause error) {
+	h.cutOff.Add(1)
+	h.unjoin(s)
+	s.cancel(cause)
+}
+
+func (h *Hub) unjoin(s *subscriber) {
+	v := s.view
+	if v == nil {
+		return
+	}
+	last := len(v.subs) - 1
+	v.subs[s.index] = v.subs[last]
+	v.subs[s.index].index = s.index
+	v.subs[last] = nil
+	v.subs = v.subs[:last]
+	if len(v.subs) == 0 {
+		delete(h.views, v.key)
+	}
+	s.view = nil
+}
+
+// join adds a subscriber to the view of its key (spec becomes that view if
+// there is none), live after revision pos. Called with h.mu held.
+func (h *Hub) join(s *subscriber, spec *view, pos uint64) {
+	v := h.views[spec.key]
+	if v == nil {
+		v = spec
+		h.views[v.key] = v
+	}
+	s.index = len(v.subs)
+	v.subs = append(v.subs, s)
+	s.view, s.after = v, pos
+}
+
+// stop ends every stream and waits for their Serve calls to return.
+func (h *Hub) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	for s := range h.clients {
+		h.unjoin(s)
+		s.cancel(ErrHubStopped)
+	}
+	for _, set := range h.trees {
+		for t := range set {
+			t.cancel(ErrHubStopped)
+		}
+	}
+	h.mu.Unlock()
+	h.active.Wait()
+}

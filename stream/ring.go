@@ -1,0 +1,116 @@
+package stream
+
+import (
+	"github.com/hanzoai/deploy/projection"
+)
+
+// record is one Delta as the streams need it, immutable once built: who
+// may see the row before and after, and the encoded Applications (the App
+// versions themselves are not kept, so the ring holds bytes, not trees).
+type record struct {
+	rev        uint64
+	at         int64 // Unix nanoseconds when the hub took it in
+	key        projection.AppKey
+	row        projection.RowKind
+	appChanged bool
+	hasOld     bool
+	hasNew     bool
+	old, new   rowAttrs
+	// newJSON is the Application after the change (nil when deleted or
+	// when only the tree changed); oldJSON the one before, kept only when
+	// a caller may need it: a deletion, or a change of what decides
+	// visibility (org, project).
+	newJSON, oldJSON []byte
+}
+
+func newRecord(d *projection.Delta, at int64) *record {
+	rec := &record{rev: d.Revision, at: at, key: d.Key, row: d.Row, appChanged: d.AppChanged}
+	if d.Old != nil {
+		rec.hasOld, rec.old = true, attrsOf(d.Old)
+	}
+	if d.New != nil {
+		rec.hasNew, rec.new = true, attrsOf(d.New)
+	}
+	if !rec.appChanged && rec.hasOld == rec.hasNew && rec.old == rec.new {
+		return rec // only the tree changed: nothing for the applications stream
+	}
+	if d.New != nil {
+		rec.newJSON = d.New.ApplicationJSON()
+	}
+	if d.Old != nil && (d.New == nil || rec.old != rec.new) {
+		rec.oldJSON = d.Old.ApplicationJSON()
+	}
+	return rec
+}
+
+func attrsOf(a *projection.App) rowAttrs {
+	return rowAttrs{org: a.Org, project: a.Project, env: a.Env}
+}
+
+// ring is the resume log: the newest records, contiguous in revision
+// (floor, floor+n]. Bounded by count; old records also leave by age.
+// Guarded by Hub.mu.
+type ring struct {
+	buf   []*record // circular, oldest at head
+	head  int
+	n     int
+	max   int
+	floor uint64 // revisions at or below it are not held
+}
+
+func newRing(max int, floor uint64) *ring {
+	return &ring{buf: make([]*record, min(max, 1024)), max: max, floor: floor}
+}
+
+// last is the newest revision held (floor when empty).
+func (r *ring) last() uint64 { return r.floor + uint64(r.n) }
+
+// push appends the record of revision last()+1, evicting the oldest when
+// full.
+func (r *ring) push(rec *record) {
+	if r.n == r.max {
+		r.popOldest()
+	}
+	if r.n == len(r.buf) {
+		grown := make([]*record, min(2*len(r.buf), r.max))
+		for i := range r.n {
+			grown[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = grown, 0
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = rec
+	r.n++
+}
+
+func (r *ring) popOldest() {
+	r.buf[r.head] = nil
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	r.floor++
+}
+
+// evictBefore drops the records taken in before t (Unix nanoseconds).
+func (r *ring) evictBefore(t int64) {
+	for r.n > 0 && r.buf[r.head].at < t {
+		r.popOldest()
+	}
+}
+
+// reset empties the ring at a new floor.
+func (r *ring) reset(floor uint64) {
+	clear(r.buf)
+	r.head, r.n, r.floor = 0, 0, floor
+}
+
+// after appends to dst up to limit records with revisions after pos, in
+// order. pos must be at or above floor.
+func (r *ring) after(dst []*record, pos uint64, limit int) []*record {
+	if pos < r.floor || pos >= r.last() {
+		return dst
+	}
+	i := int(pos - r.floor)
+	for ; i < r.n && limit > 0; i, limit = i+1, limit-1 {
+		dst = append(dst, r.buf[(r.head+i)%len(r.buf)])
+	}
+	return dst
+}

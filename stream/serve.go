@@ -1,0 +1,223 @@
+package stream
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// catchUpChunk is how many ring records a catching-up stream reads per
+// hold of the hub's lock.
+const catchUpChunk = 256
+
+// ServeApplications streams application events to one client until it
+// goes away, its credential expires (req.Expiry), the hub stops, or it is
+// cut off for not reading. It returns an error only before writing anything
+// (ErrStreamingUnsupported, ErrHubStopped, ErrExpired), for the handler to
+// answer; once the stream started it returns nil and logs why it ended.
+//
+// Where the stream starts:
+//   - LastEventID M (else ResourceVersion M): the visible changes after M,
+//     replayed from the ring, then live. When M is from before this process
+//     (≤ Snapshot().Base), newer than any revision here, or older than the
+//     ring, an "event: reset" comes first and then the full ADDED burst.
+//   - neither: one ADDED per visible application of the current snapshot
+//     (the last one carries the snapshot's revision as its id), then the
+//     changes after it.
+func (h *Hub) ServeApplications(w http.ResponseWriter, r *http.Request, req Request) error {
+	out, err := newEventWriter(w)
+	if err != nil {
+		return err
+	}
+	wait, err := h.expiryWait(req.Expiry)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(errStreamDone)
+	s := &subscriber{cancel: cancel, max: h.opts.QueueSize, wake: make(chan struct{}, 1)}
+	if err := h.enter(s); err != nil {
+		return err
+	}
+	defer h.leave(s)
+	defer out.finish()
+	// A stream the hub ends (cut off, expired, stopped) may be blocked
+	// writing to a client that stopped reading: make that write fail.
+	stopAbort := context.AfterFunc(ctx, func() {
+		if r.Context().Err() == nil {
+			out.abort()
+		}
+	})
+	defer stopAbort()
+	if wait > 0 {
+		t := h.clock.AfterFunc(wait, func() { cancel(ErrExpired) })
+		defer t.Stop()
+	}
+	if out.start(h.opts.Retry) != nil {
+		return nil
+	}
+	spec := newView(req.Scope, req.Filter)
+	h.stream(ctx, out, s, spec, req)
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = out.err
+	}
+	h.log.Debug("applications stream ended", "scope", req.Scope.Key(), "reason", cause)
+	return nil
+}
+
+// stream runs the three phases: burst or resume position, catch-up from
+// the ring, then live frames from the subscriber's queue.
+func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec *view, req Request) {
+	pos := req.LastEventID
+	if pos == 0 {
+		pos = req.ResourceVersion
+	}
+	burst, reset := pos == 0, false
+	if !burst {
+		snap := h.src.Snapshot()
+		reset = pos <= snap.Base || pos > snap.Revision
+	}
+	for {
+		if reset {
+			h.resets.Add(1)
+			out.write(resetFrame)
+		}
+		if burst || reset {
+			var ok bool
+			if pos, ok = h.burst(ctx, out, spec); !ok {
+				return
+			}
+			burst, reset = false, false
+		}
+		joined, tooOld := h.catchUp(ctx, out, s, spec, pos)
+		if tooOld {
+			reset = true
+			continue
+		}
+		if !joined {
+			return
+		}
+		break
+	}
+	// One channel to wait on (cheaper than a select per round): the end
+	// of the stream wakes it too.
+	stopWake := context.AfterFunc(ctx, func() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	})
+	defer stopWake()
+	for {
+		<-s.wake
+		if ctx.Err() != nil {
+			return
+		}
+		for _, f := range s.take() {
+			out.write(f)
+		}
+		if out.flush() != nil {
+			s.cancel(errWriteFailed)
+			return
+		}
+	}
+}
+
+// burst writes one ADDED per application the view sees in the current
+// snapshot and returns its revision. The last event (or, when there is
+// none, an empty frame) carries the revision as its id: a client cut off
+// mid-burst has no new id and starts over.
+func (h *Hub) burst(ctx context.Context, out *eventWriter, spec *view) (uint64, bool) {
+	snap := h.src.Snapshot()
+	rows := spec.rows(snap)
+	for i, a := range rows {
+		if i%64 == 0 && (ctx.Err() != nil || out.err != nil) {
+			return 0, false
+		}
+		var id uint64
+		if i == len(rows)-1 {
+			id = snap.Revision
+		}
+		h.replayEncodings.Add(1)
+		out.write(spec.encode(id, projection.Added, a.ApplicationJSON()))
+	}
+	if len(rows) == 0 {
+		out.write(append(appendID(nil, snap.Revision), '\n'))
+	}
+	return snap.Revision, out.flush() == nil
+}
+
+// catchUp replays the ring after pos, chunk by chunk, until it reaches the
+// hub's newest revision; then it joins the live view under the same lock,
+// so no revision is missed or repeated. tooOld: the ring no longer holds
+// the revisions right after pos.
+func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec *view, pos uint64) (joined, tooOld bool) {
+	var chunk []*record
+	for {
+		if ctx.Err() != nil {
+			return false, false
+		}
+		h.mu.Lock()
+		if pos >= h.ring.last() {
+			h.join(s, spec, pos)
+			h.mu.Unlock()
+			return true, false
+		}
+		if pos < h.ring.floor {
+			h.mu.Unlock()
+			return false, true
+		}
+		chunk = h.ring.after(chunk[:0], pos, catchUpChunk)
+		h.mu.Unlock()
+		for _, rec := range chunk {
+			if rec.newJSON == nil && rec.oldJSON == nil {
+				continue
+			}
+			if f := spec.frame(rec, &h.replayEncodings); f != nil {
+				out.write(f)
+			}
+		}
+		pos = chunk[len(chunk)-1].rev
+		clear(chunk)
+		if out.flush() != nil {
+			return false, false
+		}
+	}
+}
+
+// expiryWait is how long until the credential expires (0: never).
+func (h *Hub) expiryWait(expiry time.Time) (time.Duration, error) {
+	if expiry.IsZero() {
+		return 0, nil
+	}
+	d := expiry.Sub(h.clock.Now())
+	if d <= 0 {
+		return 0, ErrExpired
+	}
+	return d, nil
+}
+
+// enter counts a stream in; refused once the hub stopped.
+func (h *Hub) enter(s *subscriber) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return ErrHubStopped
+	}
+	h.clients[s] = struct{}{}
+	h.active.Add(1)
+	return nil
+}
+
+// leave forgets a stream: out of its view (the view goes with its last
+// subscriber) and out of the hub.
+func (h *Hub) leave(s *subscriber) {
+	h.mu.Lock()
+	h.unjoin(s)
+	delete(h.clients, s)
+	h.mu.Unlock()
+	h.active.Done()
+}

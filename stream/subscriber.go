@@ -1,0 +1,47 @@
+package stream
+
+import (
+	"context"
+	"sync"
+)
+
+// subscriber is one applications stream. view, after and touched are
+// guarded by Hub.mu; the queue by its own mutex.
+type subscriber struct {
+	view    *view
+	after   uint64 // frames of revisions at or below it are not queued
+	index   int    // in view.subs
+	touched bool   // in Hub.touched
+	cancel  context.CancelCauseFunc
+
+	mu      sync.Mutex
+	max     int
+	pending [][]byte
+	spare   [][]byte
+	wake    chan struct{}
+}
+
+// push queues a frame without blocking; false when the queue is full.
+// The hub wakes the subscriber at the end of the round.
+func (s *subscriber) push(frame []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) >= s.max {
+		return false
+	}
+	s.pending = append(s.pending, frame)
+	return true
+}
+
+// take returns the queued frames; the slice is valid until the next take.
+func (s *subscriber) take() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.pending
+	clear(s.spare)
+	if cap(s.spare) > 128 {
+		s.spare = nil // after a spike, give the large array back
+	}
+	s.pending, s.spare = s.spare[:0], out
+	return out
+}

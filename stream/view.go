@@ -1,0 +1,141 @@
+package stream
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// view is one distinct way of watching: a scope (by its key) and a filter.
+// Every event is encoded once per view that sees it, and the same bytes go
+// to each of its subscribers. Everything but subs is immutable; subs is
+// guarded by Hub.mu.
+type view struct {
+	key    string
+	scope  auth.Scope
+	filter AppFilter
+	fields *fieldTree // nil: whole events
+	subs   []*subscriber
+}
+
+func newView(scope auth.Scope, f AppFilter) *view {
+	return &view{
+		key:    scope.Key() + "\x00" + f.key(),
+		scope:  scope,
+		filter: f,
+		fields: f.Fields.compile(),
+	}
+}
+
+// sees reports whether one version of a row passes the scope and filter.
+func (v *view) sees(row projection.RowKind, k projection.AppKey, at rowAttrs) bool {
+	return visible(v.scope, row, k.Namespace, at.org) && v.filter.match(k, at)
+}
+
+// frame is the record as this view's event, or nil when the view sees
+// nothing of it. A version the view saw that it no longer sees is a
+// DELETED carrying that version; one it starts to see is an ADDED.
+func (v *view) frame(rec *record, encodings *atomic.Uint64) []byte {
+	oldSeen := rec.hasOld && v.sees(rec.row, rec.key, rec.old)
+	newSeen := rec.hasNew && v.sees(rec.row, rec.key, rec.new)
+	var typ projection.EventType
+	var app []byte
+	switch {
+	case oldSeen && newSeen:
+		if !rec.appChanged {
+			return nil
+		}
+		typ, app = projection.Modified, rec.newJSON
+	case newSeen:
+		typ, app = projection.Added, rec.newJSON
+	case oldSeen:
+		typ, app = projection.Deleted, rec.oldJSON
+	default:
+		return nil
+	}
+	encodings.Add(1)
+	return v.encode(rec.rev, typ, app)
+}
+
+// encode builds one SSE frame: "id: <rev>\n" (left out for rev 0),
+// "data: {"result":{"type":…,"application":…}}\n\n", trimmed to the
+// view's fields.
+func (v *view) encode(rev uint64, typ projection.EventType, app []byte) []byte {
+	const (
+		head = `{"result":{"type":"`
+		mid  = `","application":`
+		tail = `}}`
+	)
+	size := len("id: \ndata: \n\n") + 20 + len(head) + len(typ) + len(mid) + len(app) + len(tail)
+	if v.fields == nil {
+		b := make([]byte, 0, size)
+		b = appendID(b, rev)
+		b = append(b, "data: "+head...)
+		b = append(b, typ...)
+		b = append(b, mid...)
+		b = append(b, app...)
+		return append(b, tail+"\n\n"...)
+	}
+	doc := make([]byte, 0, size)
+	doc = append(doc, head...)
+	doc = append(doc, typ...)
+	doc = append(doc, mid...)
+	doc = append(doc, app...)
+	doc = append(doc, tail...)
+	if trimmed, err := v.fields.apply(doc); err == nil {
+		doc = trimmed
+	} // else: the encoded Application is always valid JSON; send it whole rather than lose the event
+	b := make([]byte, 0, len(doc)+len("id: \ndata: \n\n")+20)
+	b = appendID(b, rev)
+	b = append(b, "data: "...)
+	b = append(b, doc...)
+	return append(b, "\n\n"...)
+}
+
+func appendID(b []byte, rev uint64) []byte {
+	if rev == 0 {
+		return b
+	}
+	b = append(b, "id: "...)
+	b = strconv.AppendUint(b, rev, 10)
+	return append(b, '\n')
+}
+
+// rows returns the rows of a snapshot the view sees, in list order.
+func (v *view) rows(snap *projection.Snapshot) []*projection.App {
+	var out []*projection.App
+	keep := func(a *projection.App) {
+		if Visible(v.scope, a) && v.filter.Matches(a) {
+			out = append(out, a)
+		}
+	}
+	switch {
+	case v.scope.IsAll():
+		for a := range snap.Apps() {
+			keep(a)
+		}
+		for _, a := range snap.CDApplications() {
+			keep(a)
+		}
+	case v.scope.Namespace() != "":
+		nss := snap.Namespaces()
+		ns := v.scope.Namespace()
+		lo, hi := 0, len(nss)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if nss[m].Namespace < ns {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		if lo < len(nss) && nss[lo].Namespace == ns {
+			for _, a := range nss[lo].Rows {
+				keep(a)
+			}
+		}
+	}
+	return out
+}
