@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -71,6 +73,12 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			_ = c.NoContent(code)
 			return
 		}
-		_ = c.JSON(code, errorBody{Error: msg, Message: msg, Code: code})
+		// Written without HTML escaping: messages quote what to send
+		// ("add ?appNamespace=<namespace>") and are read by people.
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(errorBody{Error: msg, Message: msg, Code: code})
+		_ = c.Blob(code, echo.MIMEApplicationJSON, b.Bytes())
 	}
 }

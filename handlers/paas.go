@@ -134,10 +134,14 @@ func (s *Server) paasApp(c echo.Context) error {
 		return err
 	}
 	q := c.QueryParams()
-	if err := checkParams(q, "env"); err != nil {
+	if err := checkParams(q, "env", "namespace"); err != nil {
 		return err
 	}
 	env, err := oneOf(q, "env", paasEnvs)
+	if err != nil {
+		return err
+	}
+	namespace, err := single(q, "namespace")
 	if err != nil {
 		return err
 	}
@@ -147,7 +151,7 @@ func (s *Server) paasApp(c echo.Context) error {
 	}
 	var found []projection.AppView
 	for _, v := range s.paasRows(s.d.Snapshots.Snapshot(), sc) {
-		if v.App == name && (env == "" || v.Env == env) {
+		if v.App == name && (env == "" || v.Env == env) && (namespace == "" || v.Namespace == namespace) {
 			found = append(found, v)
 		}
 	}
@@ -161,5 +165,5 @@ func (s *Server) paasApp(c echo.Context) error {
 	for _, v := range found {
 		envs = append(envs, v.Env+" ("+v.Namespace+")")
 	}
-	return errorf(http.StatusBadRequest, "app "+quoteShort(name)+" runs in "+strings.Join(envs, ", ")+": add ?env=main, test or dev")
+	return errorf(http.StatusBadRequest, "app "+quoteShort(name)+" runs in "+strings.Join(envs, ", ")+": add ?env=main, test or dev (and &namespace=<namespace>)")
 }

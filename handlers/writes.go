@@ -377,7 +377,7 @@ type deployAnswer struct {
 // never changes). env is required: deploy never defaults to production.
 func (s *Server) paasDeploy(c echo.Context) error {
 	q := c.QueryParams()
-	if err := checkParams(q, "env"); err != nil {
+	if err := checkParams(q, "env", "namespace"); err != nil {
 		return err
 	}
 	env, err := oneOf(q, "env", paasEnvs)
@@ -386,6 +386,15 @@ func (s *Server) paasDeploy(c echo.Context) error {
 	}
 	if env == "" {
 		return errorf(http.StatusBadRequest, "env is required: add ?env=main, test or dev (deploy never defaults to production)")
+	}
+	namespace, err := single(q, "namespace")
+	if err != nil {
+		return err
+	}
+	if namespace != "" {
+		if err := validName("namespace", namespace); err != nil {
+			return err
+		}
 	}
 	name := c.Param("app")
 	if err := validName("app", name); err != nil {
@@ -398,19 +407,23 @@ func (s *Server) paasDeploy(c echo.Context) error {
 	rec.summary = "rolling restart env=" + env
 	var found []*projection.App
 	for a := range s.d.Snapshots.Snapshot().Apps() {
-		if a.Row == projection.RowApp && a.Name == name && a.Env == env {
+		if a.Row == projection.RowApp && a.Name == name && a.Env == env && (namespace == "" || a.Namespace == namespace) {
 			found = append(found, a)
 		}
 	}
 	switch {
 	case len(found) == 0:
-		return errorf(http.StatusNotFound, "app "+quoteShort(name)+" does not run in env "+env)
+		where := "env " + env
+		if namespace != "" {
+			where += " in namespace " + namespace
+		}
+		return errorf(http.StatusNotFound, "app "+quoteShort(name)+" does not run in "+where)
 	case len(found) > 1:
 		var nss []string
 		for _, a := range found {
 			nss = append(nss, a.Namespace)
 		}
-		return errorf(http.StatusBadRequest, "app "+quoteShort(name)+" runs in env "+env+" in namespaces "+strings.Join(nss, ", ")+": deploy from the native route with ?namespace=")
+		return errorf(http.StatusBadRequest, "app "+quoteShort(name)+" runs in env "+env+" in namespaces "+strings.Join(nss, ", ")+": add &namespace=<namespace>")
 	}
 	a := found[0]
 	rec.namespace = a.Namespace

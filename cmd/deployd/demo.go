@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/demo"
+	"github.com/hanzoai/deploy/handlers"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// runDemo serves a simulated fleet with demo sign-in: the real server (the
+// same handlers, projection, hub and auth code as serve) against an
+// in-process simulated cluster watched through the same cluster code, and an
+// in-process identity provider with demo users. It listens on loopback only.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8080", "loopback address to serve on")
+	seed := fs.Int64("seed", 1, "seed of the simulated fleet")
+	apps := fs.Int("apps", 30, "number of simulated Apps")
+	pace := fs.Duration("pace", demo.DefaultPace, "time between two simulator steps")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, os.Getenv("LOG_LEVEL"))
+	if err != nil {
+		return err
+	}
+	d, err := startDemo(ctx, demoOptions{Listen: *listen, Seed: *seed, Apps: *apps, Pace: *pace, Log: log})
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	fmt.Fprintf(stdout, "\ndeployd demo — a simulated fleet of %d apps, with demo sign-in (not real accounts)\n\n", *apps)
+	fmt.Fprintf(stdout, "  open   %s/\n\n  sign in as one of:\n", d.URL)
+	for _, u := range d.env.IdP.Users() {
+		fmt.Fprintf(stdout, "    %-6s %s\n", u.Username, u.Role)
+	}
+	fmt.Fprintln(stdout, "\n  Ctrl-C stops it.")
+	return d.run(ctx)
+}
+
+// demoOptions configure a demo server.
+type demoOptions struct {
+	Listen string // loopback host:port (port 0: any free one)
+	Seed   int64
+	Apps   int
+	// Pace is the time between simulator steps; 0 leaves the stepping to
+	// the caller (env.Sim.Step), as tests do.
+	Pace time.Duration
+	Log  *slog.Logger
+}
+
+// demoServer is a demo ready to run: listener bound, fleet loaded, plane
+// built.
+type demoServer struct {
+	URL   string
+	env   *demo.Env
+	plane *plane
+	ln    net.Listener
+	pace  time.Duration
+}
+
+func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
+	host, _, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q: %w", o.Listen, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--listen %q: the demo serves on loopback only (127.0.0.1, ::1 or localhost)", o.Listen)
+	}
+	if o.Apps < 6 || o.Apps > 5000 {
+		return nil, fmt.Errorf("--apps %d: choose from 6 to 5000", o.Apps)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
+	}
+	d := &demoServer{URL: "http://" + ln.Addr().String(), ln: ln, pace: o.Pace}
+	d.env, err = demo.Start(ctx, demo.Options{Seed: o.Seed, Apps: o.Apps, Pace: max(o.Pace, time.Millisecond), Log: o.Log})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	pcfg := projection.DefaultConfig()
+	pcfg.BaseRevision = uint64(time.Now().UnixMicro())
+	feed := cluster.NewFeed()
+	w := cluster.NewWatcherForClients(d.env.Cluster.Dynamic(), d.env.Cluster.Discovery(), nil, feed,
+		cluster.Options{Namespaces: pcfg.Namespaces, Log: o.Log})
+	d.plane = newPlane(ctx, planeConfig{
+		Log: o.Log, Projection: pcfg, Watcher: w, Feed: feed, ClusterName: "demo",
+		Auth: d.env.IdP.AuthConfig(d.URL), Logs: demoLogs{},
+	})
+	o.Log.Warn("DEMO MODE: a simulated fleet and demo identities; nothing here is a real cluster or a real account")
+	return d, nil
+}
+
+// run serves until ctx ends, stepping the simulator at its pace.
+func (d *demoServer) run(ctx context.Context) error {
+	simCtx, stopSim := context.WithCancel(ctx)
+	simDone := make(chan struct{})
+	go func() {
+		defer close(simDone)
+		if d.pace > 0 {
+			d.env.Run(simCtx)
+		}
+	}()
+	err := d.plane.run(ctx, d.ln)
+	stopSim()
+	<-simDone
+	return err
+}
+
+func (d *demoServer) close() { _ = d.env.Close() }
+
+// demoLogs answers pod logs of the simulated fleet, marked as simulated.
+type demoLogs struct{}
+
+func (demoLogs) Logs(_ context.Context, r handlers.LogRequest) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader(demo.PodLog(r.Pod, r.Container, int(r.TailLines), time.Now()))), nil
+}

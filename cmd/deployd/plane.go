@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/handlers"
+	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/stream"
+	"github.com/hanzoai/deploy/web"
+)
+
+// planeConfig is what serve and demo each decide; the plane is the same.
+type planeConfig struct {
+	Log        *slog.Logger
+	Projection projection.Config
+	Watcher    *cluster.Watcher
+	Feed       *cluster.Feed
+	Auth       auth.Config
+	// Logs overrides where pod logs come from (the demo's simulated ones);
+	// nil reads them through the watcher.
+	Logs        handlers.LogReader
+	ClusterName string
+}
+
+// plane is the running read plane: watcher → feed → store → HTTP.
+type plane struct {
+	cfg    planeConfig
+	store  *projection.Store
+	hub    *stream.Hub
+	auth   *auth.Authenticator
+	server *handlers.Server
+}
+
+func newPlane(ctx context.Context, cfg planeConfig) *plane {
+	p := &plane{cfg: cfg, store: projection.NewStore(cfg.Projection)}
+	p.hub = stream.NewHub(p.store, stream.Options{Logger: cfg.Log})
+	p.auth = auth.New(ctx, cfg.Auth, cfg.Log)
+	logs := cfg.Logs
+	if logs == nil {
+		logs = watcherLogs{cfg.Watcher}
+	}
+	p.server = handlers.New(handlers.Deps{
+		Log:         cfg.Log,
+		Snapshots:   p.store,
+		Projection:  cfg.Projection,
+		Cluster:     clusterStatus(cfg.Watcher),
+		Live:        cfg.Watcher,
+		Logs:        logs,
+		Writer:      cfg.Watcher,
+		Hub:         p.hub,
+		Auth:        p.auth,
+		PublicURL:   cfg.Auth.PublicURL,
+		ClusterName: cfg.ClusterName,
+		Version:     handlers.Version{Version: version, BuildDate: buildDate, GitCommit: commit},
+		Web:         web.Handler(),
+	})
+	return p
+}
+
+// run starts the watcher and the writer and serves on ln until ctx ends,
+// then shuts down gracefully.
+func (p *plane) run(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); p.hub.Run(ctx) }()
+	go func() { defer wg.Done(); p.cfg.Watcher.Run(ctx) }()
+	go func() { defer wg.Done(); p.cfg.Feed.Run(ctx, p.store, p.publish, p.cfg.Log) }()
+
+	srv := &http.Server{
+		Handler:           p.server.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	shutdown, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	_ = srv.Shutdown(shutdown)
+	cancel()
+	wg.Wait()
+	p.auth.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// publish hands the writer's deltas to the stream hub.
+func (p *plane) publish(deltas []projection.Delta) { p.hub.Publish(deltas) }
+
+// clusterStatus adapts the watcher's state for the handlers.
+func clusterStatus(w *cluster.Watcher) func() handlers.ClusterStatus {
+	return func() handlers.ClusterStatus {
+		st := w.Status()
+		return handlers.ClusterStatus{
+			Configured: st.Configured, Reachable: st.Reachable, AppCRD: st.AppCRD, CDCRD: st.CDCRD,
+			Ready: st.Ready(), Reason: st.Reason,
+		}
+	}
+}
+
+// watcherLogs reads pod logs through the watcher's clientset.
+type watcherLogs struct{ w *cluster.Watcher }
+
+func (l watcherLogs) Logs(ctx context.Context, r handlers.LogRequest) (io.ReadCloser, error) {
+	return l.w.PodLogs(ctx, r.Namespace, r.Pod, r.Container, r.TailLines, r.LimitBytes, r.Follow)
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// runServe serves the fleet of the configured cluster. Configuration comes
+// from flags, then the environment:
+//
+//	--listen        DEPLOYD_LISTEN           address to serve on (:8080)
+//	--kubeconfig    KUBECONFIG               kubeconfig; else in-cluster
+//	--context                                kubeconfig context
+//	--namespaces    DEPLOY_NAMESPACES        namespace map, e.g. hanzo=main,hanzo-testnet=test,tenant-*=main
+//	                DEPLOY_CLUSTER_NAME      the cluster's display name (in-cluster)
+//	                DEPLOY_SOURCE_REPO, DEPLOY_SOURCE_PATH, DEPLOY_SOURCE_REVISION
+//	                                         display values of spec.source
+//	                DEPLOY_PUBLIC_URL, IAM_ENDPOINT, DEPLOY_IAM_CLIENT_ID, … (sign-in, see auth)
+//	                LOG_LEVEL                debug, info, warn, error (info)
+//	                OTEL_EXPORTER_OTLP_ENDPOINT  export a span per request
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", envOr("DEPLOYD_LISTEN", ":8080"), "address to serve on")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster)")
+	kubeContext := fs.String("context", "", "kubeconfig context")
+	namespaces := fs.String("namespaces", os.Getenv("DEPLOY_NAMESPACES"), "namespace map: ns=env,…,tenant-*=env")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	log, err := newLogger(stderr, os.Getenv("LOG_LEVEL"))
+	if err != nil {
+		return err
+	}
+	pcfg, err := projectionConfig(*namespaces)
+	if err != nil {
+		return err
+	}
+	authCfg, err := auth.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	shutdownTracing, err := setupTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing()
+
+	restCfg, where, err := cluster.RESTConfig(cluster.Source{Kubeconfig: *kubeconfig, Context: *kubeContext})
+	reason := ""
+	if err != nil {
+		reason = err.Error()
+		log.Warn("serving without a cluster", "reason", reason)
+	} else {
+		log.Info("cluster configuration", "from", where, "host", restCfg.Host)
+	}
+	feed := cluster.NewFeed()
+	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log})
+	if err != nil {
+		return err
+	}
+	p := newPlane(ctx, planeConfig{
+		Log: log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
+		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
+	})
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "signin", p.auth.Status().Reason)
+	return p.run(ctx, ln)
+}
+
+// projectionConfig is the store's configuration from the environment.
+func projectionConfig(namespaces string) (projection.Config, error) {
+	cfg := projection.DefaultConfig()
+	if namespaces != "" {
+		ns, err := projection.ParseNamespaces(namespaces)
+		if err != nil {
+			return cfg, fmt.Errorf("DEPLOY_NAMESPACES: %w", err)
+		}
+		if ns.TenantPrefix != "" && ns.TenantPrefix != auth.TenantNamespacePrefix {
+			return cfg, fmt.Errorf("DEPLOY_NAMESPACES: tenant namespaces are %s<org>; write %s*=<env>", auth.TenantNamespacePrefix, auth.TenantNamespacePrefix)
+		}
+		cfg.Namespaces = ns
+	}
+	if v := os.Getenv("DEPLOY_SOURCE_REPO"); v != "" {
+		cfg.Source.RepoURL = v
+	}
+	if v := os.Getenv("DEPLOY_SOURCE_PATH"); v != "" {
+		cfg.Source.Path = v
+	}
+	if v := os.Getenv("DEPLOY_SOURCE_REVISION"); v != "" {
+		cfg.Source.TargetRevision = v
+	}
+	// Revisions start at the start time in microseconds, so an event id of
+	// an earlier process is always older.
+	cfg.BaseRevision = uint64(time.Now().UnixMicro())
+	return cfg, nil
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if level != "" {
+		if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+			return nil, fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", level)
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
