@@ -44,7 +44,35 @@ func (k AppKey) less(o AppKey) bool {
 }
 
 // App is one application row of a snapshot: immutable once published.
+// What the row's root object says on its own is in AppMeta (shared by the
+// versions of a row that do not change it); the rest is read off the tree.
 type App struct {
+	*AppMeta
+
+	Running   string // the version the workload's pod template runs
+	Sync      SyncCode
+	Health    Health
+	Endpoints []string
+	Images    []string // every image of the tree, sorted, unique
+	History   []HistoryEntry
+	Operation *SyncOp
+
+	// Tree is the resource tree, root first. Shared read-only.
+	Tree []TreeNode
+
+	// Revision is the projection revision at which this row's Application
+	// last changed (its metadata.resourceVersion); TreeRevision, the one at
+	// which its tree last changed.
+	Revision     uint64
+	TreeRevision uint64
+
+	argo *lazyBytes // the encoded Application
+	tree *lazyBytes // the encoded ApplicationTree
+}
+
+// AppMeta is what a row's root object (App, Middleware, CD Application)
+// says on its own.
+type AppMeta struct {
 	Row       RowKind
 	Namespace string
 	Name      string
@@ -57,31 +85,26 @@ type App struct {
 	Role       string
 	Repository string
 	Declared   string // spec.image.tag
-	Running    string // the version the workload's pod template runs
-	Sync       SyncCode
-	Health     Health
 	Phase      string
 	Replicas   int32 // desired
 	Ready      int32
-	Endpoints  []string
-	Images     []string // every image of the tree, sorted, unique
-	History    []HistoryEntry
-	Operation  *SyncOp
 	// Source is the CD Application's own source and destination (RowCD only).
 	Source *CDApplicationSpec
 
-	// Tree is the resource tree, root first. Shared read-only.
-	Tree []TreeNode
+	cfg *Config // the store's configuration (display values)
+}
 
-	// Revision is the projection revision at which this row's Application
-	// last changed (its metadata.resourceVersion); TreeRevision, the one at
-	// which its tree last changed.
-	Revision     uint64
-	TreeRevision uint64
-
-	cfg  *Config    // the store's configuration (display values)
-	argo *lazyBytes // the encoded Application
-	tree *lazyBytes // the encoded ApplicationTree
+// sameMeta reports whether two AppMeta say the same.
+func sameMeta(a, b *AppMeta) bool {
+	if a == b {
+		return true
+	}
+	x, y := *a, *b
+	x.Source, y.Source = nil, nil
+	if x != y || (a.Source == nil) != (b.Source == nil) {
+		return false
+	}
+	return a.Source == nil || *a.Source == *b.Source
 }
 
 // Key returns the row's key.
@@ -116,11 +139,76 @@ type NodeInfo struct {
 	Reason    string // a short cause for an unhealthy node, e.g. CrashLoopBackOff
 	// Cause names the node in an application's health message:
 	// "Pod:tenant-acme/web-7d9-x2 (CrashLoopBackOff)". Empty when healthy.
-	Cause  string
-	Images []string // images of its (template's) containers
-	Tag    string   // the version of its primary image, "" when none
+	Cause string
 
 	e *entry // the writer's record of the object; never read by readers
+}
+
+// containers are the containers of a workload's template or a pod.
+func (n *NodeInfo) containers() []Container {
+	switch sp := n.Obj.Spec.(type) {
+	case *WorkloadSpec:
+		return sp.Containers
+	case *PodSpec:
+		return sp.Containers
+	}
+	return nil
+}
+
+// Images are the images of the node's containers (of its pod template for
+// a workload); for an App, the image it declares.
+func (n *NodeInfo) Images() []string {
+	if sp, ok := n.Obj.Spec.(*AppSpec); ok {
+		if sp.Repository == "" {
+			return nil
+		}
+		if sp.Tag == "" {
+			return []string{sp.Repository}
+		}
+		return []string{sp.Repository + ":" + sp.Tag}
+	}
+	cs := n.containers()
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		if c.Image != "" {
+			out = append(out, c.Image)
+		}
+	}
+	return out
+}
+
+// Tag is the version of the node's primary image ("" when none): the App's
+// declared tag, or the first container's.
+func (n *NodeInfo) Tag() string {
+	if sp, ok := n.Obj.Spec.(*AppSpec); ok {
+		if sp.Repository == "" {
+			return ""
+		}
+		return sp.Tag
+	}
+	for _, c := range n.containers() {
+		if c.Image != "" {
+			return ImageTag(c.Image)
+		}
+	}
+	return ""
+}
+
+// sameImages reports whether two versions of an object run the same images.
+func sameImages(a, b *NodeInfo) bool {
+	ca, cb := a.containers(), b.containers()
+	if len(ca) != len(cb) {
+		return false
+	}
+	for i := range ca {
+		if ca[i].Image != cb[i].Image {
+			return false
+		}
+	}
+	return true
 }
 
 // TreeNode is a node of an application's tree: an object and its parent
@@ -133,13 +221,9 @@ type TreeNode struct {
 // Ref returns the node's ref token, group:kind:namespace:name.
 func (n TreeNode) Ref() string { return n.Obj.Ref() }
 
-// setEncodings gives a new row version fresh encoding cells: each encoded
-// form is computed on first use, once, and shared by every reader — and by
-// the next version of the row when that part of it did not change.
-func (a *App) setEncodings(cfg *Config) {
-	cells := new([2]lazyBytes)
-	a.cfg, a.argo, a.tree = cfg, &cells[0], &cells[1]
-}
+// Each encoded form of a row version is computed on first use, once, and
+// shared by every reader — and by the next version of the row when that part
+// of it did not change (Store.appendDelta decides, and hands out the cells).
 
 // lazyBytes is a value computed once, on first use.
 type lazyBytes struct {

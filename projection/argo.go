@@ -279,15 +279,15 @@ func resourceNode(n TreeNode) ResourceNode {
 	o := n.Obj
 	rn := ResourceNode{
 		ResourceRef:     refOf(o),
-		Images:          n.Images,
+		Images:          n.Images(),
 		CreatedAt:       Timestamp(o.Created),
 		ResourceVersion: o.ResourceVersion,
 	}
 	if n.Parent != nil {
 		rn.ParentRefs = []ResourceRef{refOf(n.Parent.Obj)}
 	}
-	if n.Tag != "" {
-		rn.Info = []InfoItem{{Name: "Image Tag", Value: n.Tag}}
+	if tag := n.Tag(); tag != "" {
+		rn.Info = []InfoItem{{Name: "Image Tag", Value: tag}}
 	}
 	if n.HasHealth {
 		h := n.Health

@@ -234,6 +234,13 @@ func checkTree(s *Store, a *App) error {
 		}
 		seen[n.NodeInfo] = true
 	}
+	// The shared encoded forms are those of this version.
+	if got, want := a.ApplicationJSON(), mustJSON(a.Application()); !bytes.Equal(got, want) {
+		return fmt.Errorf("row %s: its encoded Application is stale:\n%s\nwant\n%s", a.Key(), got, want)
+	}
+	if got, want := a.ApplicationTreeJSON(), mustJSON(a.ApplicationTree()); !bytes.Equal(got, want) {
+		return fmt.Errorf("row %s: its encoded tree is stale", a.Key())
+	}
 	if a.Row == RowApp {
 		worst := HealthHealthy
 		for _, n := range a.Tree {

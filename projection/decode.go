@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -168,6 +169,9 @@ func decodeWorkload(spec, status, ann map[string]any) *WorkloadSpec {
 	if r, ok := i64ok(spec, "replicas"); ok {
 		v := clamp32(r)
 		w.Replicas = &v
+	}
+	if id, err := strconv.ParseInt(w.Revision, 10, 64); err == nil && id > 0 {
+		w.RevisionID = id
 	}
 	if us := m(spec, "updateStrategy"); us != nil {
 		w.UpdateStrategy = s(us, "type")

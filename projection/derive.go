@@ -24,33 +24,6 @@ func isDepth1(k Kind) bool {
 func newNodeInfo(o *Object) *NodeInfo {
 	n := &NodeInfo{Obj: o}
 	n.Health, n.HasHealth = ObjectHealth(o)
-	var containers []Container
-	switch sp := o.Spec.(type) {
-	case *WorkloadSpec:
-		containers = sp.Containers
-	case *PodSpec:
-		containers = sp.Containers
-	case *AppSpec:
-		if sp.Repository != "" {
-			img := sp.Repository
-			if sp.Tag != "" {
-				img += ":" + sp.Tag
-			}
-			n.Images = []string{img}
-			n.Tag = sp.Tag
-		}
-	}
-	if len(containers) > 0 {
-		n.Images = make([]string, 0, len(containers))
-		for _, c := range containers {
-			if c.Image != "" {
-				n.Images = append(n.Images, c.Image)
-			}
-		}
-		if len(n.Images) > 0 {
-			n.Tag = ImageTag(n.Images[0])
-		}
-	}
 	if n.HasHealth && n.Health.Status != HealthHealthy {
 		n.Reason = shortReason(o, n.Health)
 		n.Cause = o.Kind.String() + ":" + o.Namespace + "/" + o.Name + " (" + n.Reason + ")"
@@ -116,22 +89,81 @@ func (s *Store) deriveApp(k AppKey) *App {
 
 // patchApp is deriveApp for a row none of whose objects changed shape (see
 // sameShape): the tree keeps its structure, the changed nodes (and the
-// parent pointers to them) take their entries' current versions, and the
-// rest is read off again. Membership is unchanged.
-func (s *Store) patchApp(old *App, changed []*entry) *App {
+// parent pointers to them) take their entries' current versions, and only
+// what those nodes feed is read off again. Membership is unchanged. It also
+// reports whether the Application changed.
+func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 	tree := slices.Clone(old.Tree)
+	root := tree[0].NodeInfo
+	var health, images, workload, endpoints, resources bool
 	for i := range tree {
 		n := &tree[i]
-		for _, e := range changed {
-			if n.e == e {
-				n.NodeInfo = e.info
-			}
-			if n.Parent != nil && n.Parent.e == e {
+		for _, p := range changed {
+			// Pointer comparisons only: the tree's other nodes are not
+			// read (they may be cold in memory).
+			e := p.e
+			if n.Parent == p.was {
 				n.Parent = e.info
+			}
+			if n.NodeInfo != p.was {
+				continue
+			}
+			prev := n.NodeInfo
+			n.NodeInfo = e.info
+			if prev.HasHealth != e.info.HasHealth || prev.Health != e.info.Health || prev.Cause != e.info.Cause {
+				health = true
+				resources = resources || n.Parent == root
+			}
+			// status.resources also carries a child's creation time.
+			resources = resources || (n.Parent == root && prev.Obj.Created != e.info.Obj.Created)
+			if !sameImages(prev, e.info) {
+				images = true
+			}
+			switch e.key.Kind {
+			case KindDeployment, KindStatefulSet, KindReplicaSet:
+				workload = true
+			case KindIngress:
+				endpoints = true
 			}
 		}
 	}
-	return s.summarize(tree, old)
+	a := *old
+	a.Tree = tree
+	changedApp := resources
+	if health {
+		a.Health = appHealth(tree, old.Health)
+		changedApp = changedApp || a.Health != old.Health
+	}
+	if images {
+		a.Images = s.treeImages(tree, old.Images)
+		changedApp = changedApp || !slices.Equal(a.Images, old.Images)
+	}
+	spec, _ := root.Obj.Spec.(*AppSpec)
+	if spec == nil {
+		spec = &AppSpec{Replicas: 1}
+	}
+	if workload {
+		w := workloadOf(tree)
+		a.Running = ""
+		if w != nil {
+			a.Running = runningVersion(w.Obj, spec.Repository)
+		}
+		a.Sync = SyncOf(a.Declared, a.Running)
+		a.History = s.history(tree, w, spec, old.History)
+		changedApp = changedApp || a.Running != old.Running || a.Sync != old.Sync || !slices.Equal(a.History, old.History)
+	}
+	if endpoints {
+		a.Endpoints = appEndpoints(spec, tree)
+		changedApp = changedApp || !slices.Equal(a.Endpoints, old.Endpoints)
+	}
+	if health || workload {
+		a.Operation = operationOf(root.Obj, spec, &a)
+		if old.Operation != nil && a.Operation != nil && *old.Operation == *a.Operation {
+			a.Operation = old.Operation
+		}
+		changedApp = changedApp || (a.Operation == nil) != (old.Operation == nil) || (a.Operation != nil && *a.Operation != *old.Operation)
+	}
+	return &a, changedApp
 }
 
 func addAppKey(list []AppKey, k AppKey) []AppKey {
@@ -165,7 +197,7 @@ func (s *Store) summarize(tree []TreeNode, old *App) *App {
 	}
 	ns := ao.Namespace
 	env, _, _ := s.cfg.Namespaces.Env(ns)
-	a := &App{
+	meta := &AppMeta{
 		Row:        RowApp,
 		Namespace:  ns,
 		Name:       ao.Name,
@@ -180,9 +212,12 @@ func (s *Store) summarize(tree []TreeNode, old *App) *App {
 		Phase:      spec.Phase,
 		Replicas:   spec.Replicas,
 		Ready:      spec.ReadyReplicas,
-		Tree:       tree,
+		cfg:        &s.cfg,
 	}
-	a.setEncodings(&s.cfg)
+	if old != nil && sameMeta(meta, old.AppMeta) {
+		meta = old.AppMeta
+	}
+	a := &App{AppMeta: meta, Tree: tree}
 	workload := workloadOf(tree)
 	if workload != nil {
 		a.Running = runningVersion(workload.Obj, spec.Repository)
@@ -413,9 +448,9 @@ func (s *Store) treeImages(tree []TreeNode, prev []string) []string {
 		if n.Obj.Kind == KindApp {
 			continue
 		}
-		for _, img := range n.Images {
-			if !slices.Contains(out, img) {
-				out = append(out, img)
+		for _, c := range n.containers() {
+			if c.Image != "" && !slices.Contains(out, c.Image) {
+				out = append(out, c.Image)
 			}
 		}
 	}
@@ -474,8 +509,8 @@ func (s *Store) history(tree []TreeNode, workload *NodeInfo, spec *AppSpec, prev
 			if ws == nil {
 				continue
 			}
-			id, err := strconv.ParseInt(ws.Revision, 10, 64)
-			if err != nil || id <= 0 {
+			id := ws.RevisionID
+			if id <= 0 {
 				continue
 			}
 			out = append(out, HistoryEntry{ID: id, Revision: runningVersion(rs, spec.Repository), DeployedAt: rs.Created, DeployStartedAt: rs.Created})

@@ -69,22 +69,24 @@ func (s *Store) buildSite(mw *NodeInfo, routes []*NodeInfo) *App {
 	o := mw.Obj
 	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
 	a := &App{
-		Row:       RowSite,
-		Namespace: o.Namespace,
-		Name:      o.Name,
-		UID:       o.UID,
-		Env:       env,
-		Org:       o.Labels.Value(LabelOrg),
-		Project:   projectOf(o.Labels),
-		Created:   o.Created,
-		Role:      "site",
-		Declared:  "static",
-		Running:   "static",
-		Sync:      SyncSynced,
-		Health:    Health{Status: HealthMissing, Message: "no IngressRoute routes to this site"},
-		Tree:      []TreeNode{{NodeInfo: mw}},
+		AppMeta: &AppMeta{
+			Row:       RowSite,
+			Namespace: o.Namespace,
+			Name:      o.Name,
+			UID:       o.UID,
+			Env:       env,
+			Org:       o.Labels.Value(LabelOrg),
+			Project:   projectOf(o.Labels),
+			Created:   o.Created,
+			Role:      "site",
+			Declared:  "static",
+			cfg:       &s.cfg,
+		},
+		Running: "static",
+		Sync:    SyncSynced,
+		Health:  Health{Status: HealthMissing, Message: "no IngressRoute routes to this site"},
+		Tree:    []TreeNode{{NodeInfo: mw}},
 	}
-	a.setEncodings(&s.cfg)
 	for _, ir := range routes {
 		spec, _ := ir.Obj.Spec.(*IngressRouteSpec)
 		if spec == nil {
@@ -153,23 +155,25 @@ func (s *Store) deriveCD(k AppKey) *App {
 	}
 	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
 	a := &App{
-		Row:       RowCD,
-		Namespace: o.Namespace,
-		Name:      o.Name,
-		UID:       o.UID,
-		Env:       env,
-		Org:       o.Labels.Value(LabelOrg),
-		Project:   spec.Project,
-		Created:   o.Created,
-		Role:      "cd",
-		Declared:  spec.TargetRevision,
-		Running:   spec.SyncRevision,
-		Sync:      SyncCode(spec.SyncStatus),
-		Health:    Health{Status: HealthCode(spec.HealthStatus), Message: spec.HealthMessage},
-		Source:    spec,
-		Tree:      []TreeNode{{NodeInfo: e.info}},
+		AppMeta: &AppMeta{
+			Row:       RowCD,
+			Namespace: o.Namespace,
+			Name:      o.Name,
+			UID:       o.UID,
+			Env:       env,
+			Org:       o.Labels.Value(LabelOrg),
+			Project:   spec.Project,
+			Created:   o.Created,
+			Role:      "cd",
+			Declared:  spec.TargetRevision,
+			Source:    spec,
+			cfg:       &s.cfg,
+		},
+		Running: spec.SyncRevision,
+		Sync:    SyncCode(spec.SyncStatus),
+		Health:  Health{Status: HealthCode(spec.HealthStatus), Message: spec.HealthMessage},
+		Tree:    []TreeNode{{NodeInfo: e.info}},
 	}
-	a.setEncodings(&s.cfg)
 	if a.Project == "" {
 		a.Project = DefaultProject
 	}
@@ -189,11 +193,7 @@ func (s *Store) deriveCD(k AppKey) *App {
 // sameApplication reports whether two versions of a row encode to the same
 // Application (revision aside).
 func sameApplication(a, b *App) bool {
-	if a.Row != b.Row || a.Namespace != b.Namespace || a.Name != b.Name || a.UID != b.UID ||
-		a.Env != b.Env || a.Org != b.Org || a.Project != b.Project || a.Created != b.Created ||
-		a.Role != b.Role || a.Repository != b.Repository || a.Declared != b.Declared ||
-		a.Running != b.Running || a.Sync != b.Sync || a.Health != b.Health || a.Phase != b.Phase ||
-		a.Replicas != b.Replicas || a.Ready != b.Ready {
+	if !sameMeta(a.AppMeta, b.AppMeta) || a.Running != b.Running || a.Sync != b.Sync || a.Health != b.Health {
 		return false
 	}
 	if !slices.Equal(a.Endpoints, b.Endpoints) || !slices.Equal(a.Images, b.Images) || !slices.Equal(a.History, b.History) {
@@ -202,10 +202,8 @@ func sameApplication(a, b *App) bool {
 	if (a.Operation == nil) != (b.Operation == nil) || (a.Operation != nil && *a.Operation != *b.Operation) {
 		return false
 	}
-	if (a.Source == nil) != (b.Source == nil) || (a.Source != nil && *a.Source != *b.Source) {
-		return false
-	}
-	// status.resources: the depth-1 nodes, their identity and health.
+	// status.resources: the depth-1 nodes, their identity, creation and
+	// health.
 	ra, rb := resourceNodes(a.Tree), resourceNodes(b.Tree)
 	if len(ra) != len(rb) {
 		return false
@@ -213,7 +211,7 @@ func sameApplication(a, b *App) bool {
 	for i := range ra {
 		x, y := ra[i], rb[i]
 		if x.Obj.Kind != y.Obj.Kind || x.Obj.Name != y.Obj.Name || x.Obj.Namespace != y.Obj.Namespace ||
-			x.HasHealth != y.HasHealth || x.Health != y.Health {
+			x.Obj.Created != y.Obj.Created || x.HasHealth != y.HasHealth || x.Health != y.Health {
 			return false
 		}
 	}

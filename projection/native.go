@@ -88,7 +88,7 @@ func (a *App) NativeTree() NativeTree {
 		nn := NativeNode{
 			Ref: o.Ref(), Group: ki.Group, Version: ki.Version, Kind: ki.Name,
 			Namespace: o.Namespace, Name: o.Name, UID: o.UID, Parents: []string{},
-			Images: n.Images, Tag: n.Tag, CreatedAt: Timestamp(o.Created), ResourceVersion: o.ResourceVersion,
+			Images: n.Images(), Tag: n.Tag(), CreatedAt: Timestamp(o.Created), ResourceVersion: o.ResourceVersion,
 			Sync: SyncSynced,
 		}
 		if n.Parent != nil {

@@ -125,6 +125,7 @@ type WorkloadSpec struct {
 	Selector    Selector
 	Containers  []Container // of the pod template
 	Revision    string      // deployment.kubernetes.io/revision
+	RevisionID  int64       // Revision as a number, 0 when absent or not one
 	RestartedAt string      // hanzo.ai/restartedAt of the pod template
 
 	// StatefulSet and DaemonSet update strategy.

@@ -147,14 +147,28 @@ func (s *Store) publish(deltas []Delta) {
 	prev := s.snap.Load()
 	next := &Snapshot{Revision: s.rev, Base: prev.Base, cd: prev.cd, projects: prev.projects, envs: prev.envs}
 
-	changed := map[string][]AppKey{}
+	// The changed keys, grouped by namespace: one reused buffer sorted by
+	// key (the deltas of each row kind come sorted already).
+	keys := s.scratch.keys[:0]
 	var cdChanged []AppKey
 	for _, d := range deltas {
 		if d.Row == RowCD {
 			cdChanged = append(cdChanged, d.Key)
 			continue
 		}
-		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], d.Key)
+		keys = append(keys, d.Key)
+	}
+	slices.SortFunc(keys, compareKeys)
+	s.scratch.keys = keys
+	changed := s.scratch.byNS
+	clear(changed)
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j].Namespace == keys[i].Namespace {
+			j++
+		}
+		changed[keys[i].Namespace] = keys[i:j]
+		i = j
 	}
 	if len(changed) > 0 {
 		next.namespaces = s.mergeNamespaces(prev.namespaces, changed)
@@ -189,7 +203,7 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKe
 	for ns := range changed {
 		names = append(names, ns)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	i, j := 0, 0
 	for i < len(prev) || j < len(names) {
 		switch {
@@ -198,13 +212,22 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKe
 			i++
 		default:
 			ns := names[j]
-			var old []*App
+			var old *NamespaceRows
 			if i < len(prev) && prev[i].Namespace == ns {
-				old = prev[i].Rows
+				old = &prev[i]
 				i++
 			}
 			j++
-			rows := mergeRows(old, changed[ns], s.row)
+			if nr, ok := s.replaceRows(old, changed[ns]); ok {
+				out = append(out, nr)
+				continue
+			}
+			var oldRows []*App
+			if old != nil {
+				oldRows = old.Rows
+			}
+			rows := mergeRows(oldRows, changed[ns], s.row)
+			s.indexRows(ns, rows)
 			if len(rows) == 0 {
 				continue
 			}
@@ -215,16 +238,58 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKe
 	return out
 }
 
+// replaceRows is the common case of a namespace's changes: rows replaced
+// by new versions of themselves, none added or removed. The rows are copied
+// and the changed ones put in place by their known positions, without
+// searching or reading the others; the tenant index is redone only if an
+// org label moved.
+func (s *Store) replaceRows(old *NamespaceRows, changed []AppKey) (NamespaceRows, bool) {
+	if old == nil {
+		return NamespaceRows{}, false
+	}
+	pos := s.rowPos[old.Namespace]
+	allOrg := old.Org != "" && len(old.Tenant) == len(old.Rows)
+	rows := slices.Clone(old.Rows)
+	for _, k := range changed {
+		p, had := pos[k.Name]
+		a := s.row(k)
+		if !had || a == nil {
+			return NamespaceRows{}, false
+		}
+		rows[p] = a
+		allOrg = allOrg && a.Org == old.Org
+	}
+	nr := *old
+	nr.Rows = rows
+	switch {
+	case old.Org == "":
+		nr.Tenant = nil
+	case allOrg:
+		nr.Tenant = rows
+	default:
+		nr.Tenant = tenantRows(rows, old.Org)
+	}
+	return nr, true
+}
+
+// indexRows records where each row of a namespace sits.
+func (s *Store) indexRows(ns string, rows []*App) {
+	if len(rows) == 0 {
+		delete(s.rowPos, ns)
+		return
+	}
+	pos := make(map[string]int, len(rows))
+	for i, a := range rows {
+		pos[a.Name] = i
+	}
+	s.rowPos[ns] = pos
+}
+
 // mergeRows returns a new sorted slice: old with the rows at the changed keys
 // replaced by current(k), removed where current(k) is nil. Unchanged runs
 // are block-copied; only the changed keys are searched.
 func mergeRows(old []*App, changed []AppKey, current func(AppKey) *App) []*App {
-	slices.SortFunc(changed, func(a, b AppKey) int {
-		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	slices.SortFunc(changed, compareKeys)
 	out := make([]*App, 0, len(old)+len(changed))
 	i := 0
 	for j, k := range changed {
@@ -292,4 +357,11 @@ func (s *Store) projectList() []Project {
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+func compareKeys(a, b AppKey) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 )
 
@@ -81,6 +80,9 @@ type Store struct {
 	apps  map[AppKey]*App // operator App rows
 	sites map[AppKey]*App
 	cds   map[AppKey]*App
+	// rowPos is, per namespace, each published row's position in its
+	// NamespaceRows.Rows.
+	rowPos map[string]map[string]int
 
 	// Per-namespace objects of the site kinds, and the AppProjects (few).
 	siteObjs    map[string]map[ObjectKey]struct{}
@@ -90,9 +92,9 @@ type Store struct {
 
 	dirtyApps map[AppKey]struct{}
 	// patched are rows whose objects changed without changing shape (see
-	// sameShape), with the entries that changed: their trees keep their
-	// structure and are patched instead of rebuilt.
-	patched    map[AppKey][]*entry
+	// sameShape), with what changed: their trees keep their structure and
+	// are patched instead of rebuilt.
+	patched    map[AppKey][]patch
 	dirtySites map[string]struct{} // namespaces
 	dirtyCDs   map[AppKey]struct{}
 	projects   bool // an AppProject changed
@@ -103,6 +105,9 @@ type nsName struct{ namespace, name string }
 // scratch holds buffers the writer reuses across derivations; nothing in
 // them is ever published.
 type scratch struct {
+	dirty   []AppKey
+	keys    []AppKey
+	byNS    map[string][]AppKey
 	depth1  []*entry
 	owned   []*entry
 	tree    []TreeNode
@@ -135,10 +140,12 @@ func NewStore(cfg Config) *Store {
 		apps:        make(map[AppKey]*App),
 		sites:       make(map[AppKey]*App),
 		cds:         make(map[AppKey]*App),
+		rowPos:      make(map[string]map[string]int),
+		scratch:     scratch{byNS: make(map[string][]AppKey)},
 		siteObjs:    make(map[string]map[ObjectKey]struct{}),
 		projectObjs: make(map[ObjectKey]struct{}),
 		dirtyApps:   make(map[AppKey]struct{}),
-		patched:     make(map[AppKey][]*entry),
+		patched:     make(map[AppKey][]patch),
 		dirtySites:  make(map[string]struct{}),
 		dirtyCDs:    make(map[AppKey]struct{}),
 	}
@@ -195,10 +202,11 @@ func (s *Store) fold(c Change) error {
 		if e != nil && sameShape(e.info.Obj, o) {
 			// Only the object's own state changed: its trees keep their
 			// structure, and no index moves.
+			was := e.info
 			e.info = newNodeInfo(o)
 			e.info.e = e
 			for _, a := range e.apps {
-				s.patched[a] = append(s.patched[a], e)
+				s.patched[a] = addPatch(s.patched[a], e, was)
 			}
 			return nil
 		}
@@ -425,6 +433,24 @@ func (s *Store) unlink(e *entry, next *Object) {
 	}
 }
 
+// patch is one object of a patched row: its entry, and the version the
+// row's tree holds.
+type patch struct {
+	e   *entry
+	was *NodeInfo
+}
+
+// addPatch records a change of e; a second change of it in the same batch
+// keeps the version the tree holds.
+func addPatch(list []patch, e *entry, was *NodeInfo) []patch {
+	for _, p := range list {
+		if p.e == e {
+			return list
+		}
+	}
+	return append(list, patch{e, was})
+}
+
 // sameShape reports whether a new version of an object leaves every tree
 // as it was built: same uid, same owners, and (what selection reads) the
 // same labels for a Pod and the same selector for a Deployment. Apps and the
@@ -494,16 +520,17 @@ func (s *Store) derive() []Delta {
 				delete(s.patched, k)
 			}
 		}
-		keys := sortedKeys(s.dirtyApps, s.patched)
+		keys := s.sortedKeys(s.dirtyApps, s.patched)
 		deltas = make([]Delta, 0, len(keys))
 		for _, k := range keys {
 			old := s.apps[k]
-			var nu *App
 			if changed, ok := s.patched[k]; ok {
-				nu = s.patchApp(old, changed)
-			} else {
-				nu = s.deriveApp(k)
+				nu, appChanged := s.patchApp(old, changed)
+				s.apps[k] = nu
+				deltas = s.appendKnownDelta(deltas, RowApp, k, old, nu, appChanged, true)
+				continue
 			}
+			nu := s.deriveApp(k)
 			if nu == nil {
 				delete(s.apps, k)
 			} else {
@@ -526,7 +553,7 @@ func (s *Store) derive() []Delta {
 		}
 	}
 	if len(s.dirtyCDs) > 0 {
-		keys := sortedKeys[struct{}](s.dirtyCDs)
+		keys := s.sortedKeys(s.dirtyCDs, nil)
 		clear(s.dirtyCDs)
 		for _, k := range keys {
 			old := s.cds[k]
@@ -544,21 +571,28 @@ func (s *Store) derive() []Delta {
 
 // appendDelta compares a row's old and new version and, when they differ,
 // assigns the next revision and appends a Delta. An unchanged Application
-// keeps its revision and encoded form.
+// keeps its revision and encoded form; so does an unchanged tree.
 func (s *Store) appendDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App) []Delta {
+	if old == nil || nu == nil {
+		return s.appendKnownDelta(deltas, row, k, old, nu, true, true)
+	}
+	return s.appendKnownDelta(deltas, row, k, old, nu, !sameApplication(old, nu), !sameTree(old.Tree, nu.Tree))
+}
+
+// appendKnownDelta is appendDelta when the caller knows what changed.
+func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App, appChanged, treeChanged bool) []Delta {
 	switch {
 	case old == nil && nu == nil:
 		return deltas
 	case old == nil:
 		s.rev++
 		nu.Revision, nu.TreeRevision = s.rev, s.rev
+		nu.argo, nu.tree = new(lazyBytes), new(lazyBytes)
 		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Added, New: nu, AppChanged: true, TreeChanged: true})
 	case nu == nil:
 		s.rev++
 		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Deleted, Old: old, AppChanged: true, TreeChanged: true})
 	}
-	appChanged := !sameApplication(old, nu)
-	treeChanged := !sameTree(old.Tree, nu.Tree)
 	if !appChanged && !treeChanged {
 		// Keep the published version: nothing a reader sees changed.
 		s.keep(row, k, old)
@@ -566,15 +600,12 @@ func (s *Store) appendDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App)
 	}
 	s.rev++
 	nu.Revision, nu.TreeRevision = old.Revision, old.TreeRevision
+	nu.argo, nu.tree = old.argo, old.tree
 	if appChanged {
-		nu.Revision = s.rev
-	} else {
-		nu.argo = old.argo
+		nu.Revision, nu.argo = s.rev, new(lazyBytes)
 	}
 	if treeChanged {
-		nu.TreeRevision = s.rev
-	} else {
-		nu.tree = old.tree
+		nu.TreeRevision, nu.tree = s.rev, new(lazyBytes)
 	}
 	return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Modified, Old: old, New: nu, AppChanged: appChanged, TreeChanged: treeChanged})
 }
@@ -590,21 +621,17 @@ func (s *Store) keep(row RowKind, k AppKey, old *App) {
 	}
 }
 
-func sortedKeys[V any](m map[AppKey]struct{}, more ...map[AppKey]V) []AppKey {
-	keys := make([]AppKey, 0, len(m))
-	for k := range m {
+func (s *Store) sortedKeys(dirty map[AppKey]struct{}, patched map[AppKey][]patch) []AppKey {
+	keys := s.scratch.dirty[:0]
+	for k := range dirty {
 		keys = append(keys, k)
 	}
-	for _, mm := range more {
-		for k := range mm {
+	for k := range patched {
+		if _, dup := dirty[k]; !dup {
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, func(a, b AppKey) int {
-		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return slices.Compact(keys)
+	slices.SortFunc(keys, compareKeys)
+	s.scratch.dirty = keys
+	return keys
 }

@@ -93,7 +93,7 @@ func (id identity) build(variant int) *Object {
 			Replicas:   &r,
 			Selector:   Selector{MatchLabels: appLabels},
 			Containers: []Container{{Name: "c", Image: fmt.Sprintf("ghcr.io/hanzoai/%s:v1.%d.0", id.app, v%3)}},
-			Revision:   fmt.Sprint(1 + v%4), ObservedGeneration: 1, UpdatedReplicas: r, AvailableReplicas: int32(v % 2),
+			Revision:   fmt.Sprint(1 + v%4), RevisionID: int64(1 + v%4), ObservedGeneration: 1, UpdatedReplicas: r, AvailableReplicas: int32(v % 2),
 		}
 		if v%7 == 6 {
 			ws.Selector = Selector{Expressions: []Requirement{{Key: "app.kubernetes.io/instance", Operator: "In", Values: []string{id.app}}}}

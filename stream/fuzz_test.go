@@ -99,7 +99,7 @@ func FuzzParseSelector(f *testing.F) {
 			t.Fatalf("selector %q prints as %q, which parses to %v, %v", s, sel.String(), again, err)
 		}
 		filter := stream.AppFilter{Selector: sel}
-		filter.Matches(&projection.App{Namespace: "tenant-acme", Name: "web", Env: "main", Org: "acme"})
+		filter.Matches(&projection.App{AppMeta: &projection.AppMeta{Namespace: "tenant-acme", Name: "web", Env: "main", Org: "acme"}})
 	})
 }
 
@@ -122,7 +122,7 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			return
 		}
-		_ = req.Filter.Matches(&projection.App{Namespace: "tenant-acme", Name: "web"})
+		_ = req.Filter.Matches(&projection.App{AppMeta: &projection.AppMeta{Namespace: "tenant-acme", Name: "web"}})
 	})
 }
 

@@ -274,8 +274,8 @@ func TestRollingRestart(t *testing.T) {
 		t.Fatalf("the Deployment's restartedAt is %q, want %q kept", got, at)
 	}
 	for _, n := range a.Tree {
-		if n.Obj.Kind == projection.KindPod && !slices.Contains(n.Images, "ghcr.io/globex/api:"+before.Running) {
-			t.Fatalf("pod %s runs %v, want the same image", n.Obj.Name, n.Images)
+		if n.Obj.Kind == projection.KindPod && !slices.Contains(n.Images(), "ghcr.io/globex/api:"+before.Running) {
+			t.Fatalf("pod %s runs %v, want the same image", n.Obj.Name, n.Images())
 		}
 	}
 }
