@@ -16,8 +16,9 @@ export DEPLOYD_TOOLS := $(TOOLS)
 
 all: build
 
+# hack/build.sh is the one build command: the Dockerfile runs it too.
 build:
-	$(GO) build -o bin/deployd ./cmd/deployd
+	GO=$(GO) hack/build.sh bin/deployd
 
 packages:
 	hack/install-packages.sh

@@ -1,0 +1,430 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/cluster/clustertest"
+)
+
+const (
+	namespace     = "deployd"
+	healthPath    = "/v1/deploy/health"
+	containerPort = 8080
+	nonRootUID    = 65532
+	fieldManager  = "deployd-test"
+)
+
+// TestKustomizationListsEveryManifest: kubectl apply -k deploy/ installs
+// every manifest of the folder, and nothing else.
+func TestKustomizationListsEveryManifest(t *testing.T) {
+	var k struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+		Images     []any    `json:"images,omitempty"`
+	}
+	readYAML(t, "kustomization.yaml", &k)
+	if k.Kind != "Kustomization" || !strings.HasPrefix(k.APIVersion, "kustomize.config.k8s.io/") {
+		t.Fatalf("kustomization.yaml is %s %s, want a kustomize.config.k8s.io Kustomization", k.APIVersion, k.Kind)
+	}
+	got := slices.Sorted(slices.Values(k.Resources))
+	if want := manifestFiles(t); !slices.Equal(got, want) {
+		t.Errorf("kustomization.yaml resources = %v, want every manifest of deploy/: %v", got, want)
+	}
+}
+
+// warnings collects the API server's warning headers (deprecations, Pod
+// Security violations of the namespace's warn level).
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.msgs
+	w.msgs = nil
+	return m
+}
+
+// applier server-side applies objects through the dynamic client, with the
+// warnings of each request collected.
+type applier struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+	warn   *warnings
+}
+
+func newApplier(t *testing.T, c *clustertest.Cluster) *applier {
+	t.Helper()
+	cfg := rest.CopyConfig(c.Config)
+	w := &warnings{}
+	cfg.WarningHandler = w
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)), warn: w}
+}
+
+func (a *applier) resource(t *testing.T, u *unstructured.Unstructured) dynamic.ResourceInterface {
+	t.Helper()
+	gvk := u.GroupVersionKind()
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		t.Fatalf("%s: %v", describe(u), err)
+	}
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		if u.GetNamespace() != "" {
+			t.Fatalf("%s: a cluster-scoped kind with a namespace", describe(u))
+		}
+		return a.dyn.Resource(m.Resource)
+	}
+	if u.GetNamespace() == "" {
+		t.Fatalf("%s: a namespaced object must name its namespace", describe(u))
+	}
+	return a.dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+}
+
+// apply server-side applies u (status excluded, as kubectl does), dry-run
+// when asked, and returns the warnings the request drew.
+func (a *applier) apply(t *testing.T, u *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, []string) {
+	t.Helper()
+	obj := u.DeepCopy()
+	delete(obj.Object, "status")
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := metav1.PatchOptions{FieldManager: fieldManager}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	a.warn.take()
+	got, err := a.resource(t, u).Patch(t.Context(), u.GetName(), types.ApplyPatchType, data, opts)
+	if err != nil {
+		t.Fatalf("server-side apply of %s (dry-run %v): %v", describe(u), dryRun, err)
+	}
+	return got, a.warn.take()
+}
+
+// TestManifestsAcceptedByAPIServer server-side applies every object of every
+// manifest of deploy/ to a real kube-apiserver (the harness has installed
+// deploy/crds), as a dry run: the namespace is created for real first, since
+// a dry run of namespaced objects needs it to exist. The namespace enforces
+// and warns at the restricted Pod Security level, so a Deployment whose pod
+// template breaks it draws a warning, which fails the test.
+func TestManifestsAcceptedByAPIServer(t *testing.T) {
+	c := clustertest.Start(t)
+	a := newApplier(t, c)
+
+	var all []*unstructured.Unstructured
+	var ns *unstructured.Unstructured
+	for _, f := range manifestFiles(t) {
+		for _, u := range readObjects(t, f) {
+			all = append(all, u)
+			if u.GetKind() == "Namespace" {
+				ns = u
+			}
+		}
+	}
+	if ns == nil || ns.GetName() != namespace {
+		t.Fatalf("deploy/ has no Namespace %s", namespace)
+	}
+	if _, w := a.apply(t, ns, false); len(w) > 0 {
+		t.Errorf("creating %s drew warnings: %q", describe(ns), w)
+	}
+
+	kinds := map[string]int{}
+	for _, u := range all {
+		got, w := a.apply(t, u, true)
+		if len(w) > 0 {
+			t.Errorf("%s drew warnings: %q", describe(u), w)
+		}
+		if got.GetName() != u.GetName() || got.GetKind() != u.GetKind() {
+			t.Errorf("dry-run apply of %s answered %s", describe(u), describe(got))
+		}
+		kinds[u.GetKind()]++
+	}
+	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} {
+		if kinds[k] == 0 {
+			t.Errorf("deploy/ has no %s (have %v)", k, kinds)
+		}
+	}
+
+	// The warning channel works: the same Deployment with privilege
+	// escalation allowed draws a Pod Security warning.
+	for _, u := range all {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		bad := u.DeepCopy()
+		containers, _, _ := unstructured.NestedSlice(bad.Object, "spec", "template", "spec", "containers")
+		sc := containers[0].(map[string]any)["securityContext"].(map[string]any)
+		sc["allowPrivilegeEscalation"] = true
+		if err := unstructured.SetNestedSlice(bad.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+			t.Fatal(err)
+		}
+		if _, w := a.apply(t, bad, true); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "allowPrivilegeEscalation") }) {
+			t.Errorf("a Deployment allowing privilege escalation drew warnings %q, want a Pod Security warning naming allowPrivilegeEscalation", w)
+		}
+	}
+}
+
+// deployment reads deploy/deployment.yaml strictly (an unknown field, such
+// as a misspelled one, fails).
+func deployment(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	readYAML(t, "deployment.yaml", &d)
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("deployment.yaml has %d containers, want 1", len(d.Spec.Template.Spec.Containers))
+	}
+	return &d
+}
+
+// TestDeploymentHardening: the pod runs as the non-root distroless user
+// with a read-only root, no privilege escalation, no capabilities and the
+// runtime's seccomp profile, as the deployd ServiceAccount.
+func TestDeploymentHardening(t *testing.T) {
+	d := deployment(t)
+	if d.Namespace != namespace || d.Name != "deployd" {
+		t.Errorf("Deployment is %s/%s, want %s/deployd", d.Namespace, d.Name, namespace)
+	}
+	pod := d.Spec.Template.Spec
+	if pod.ServiceAccountName != "deployd" {
+		t.Errorf("serviceAccountName = %q, want deployd (deploy/rbac.yaml)", pod.ServiceAccountName)
+	}
+	if pod.AutomountServiceAccountToken != nil && !*pod.AutomountServiceAccountToken {
+		t.Error("automountServiceAccountToken is false: deployd reads the cluster with its ServiceAccount token")
+	}
+	ctr := pod.Containers[0]
+	if !regexp.MustCompile(`^ghcr\.io/hanzoai/deployd:v\d+\.\d+\.\d+$`).MatchString(ctr.Image) {
+		t.Errorf("image = %q, want a pinned ghcr.io/hanzoai/deployd:vX.Y.Z", ctr.Image)
+	}
+
+	psc := pod.SecurityContext
+	if psc == nil {
+		psc = &corev1.PodSecurityContext{}
+	}
+	sc := ctr.SecurityContext
+	if sc == nil {
+		t.Fatal("the container has no securityContext")
+	}
+	// The container's settings win over the pod's; both are checked as
+	// the kubelet would combine them.
+	runAsNonRoot := firstBool(sc.RunAsNonRoot, psc.RunAsNonRoot)
+	runAsUser := firstInt(sc.RunAsUser, psc.RunAsUser)
+	seccomp := sc.SeccompProfile
+	if seccomp == nil {
+		seccomp = psc.SeccompProfile
+	}
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"runAsNonRoot true", runAsNonRoot != nil && *runAsNonRoot},
+		{fmt.Sprintf("runAsUser %d", nonRootUID), runAsUser != nil && *runAsUser == nonRootUID},
+		{"readOnlyRootFilesystem true", sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
+		{"allowPrivilegeEscalation false", sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
+		{"not privileged", sc.Privileged == nil || !*sc.Privileged},
+		{"capabilities drop ALL, add none", sc.Capabilities != nil && slices.Contains(sc.Capabilities.Drop, "ALL") && len(sc.Capabilities.Add) == 0},
+		{"seccompProfile RuntimeDefault", seccomp != nil && seccomp.Type == corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("container securityContext: want %s", c.what)
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			t.Errorf("volume %q is a hostPath", v.Name)
+		}
+	}
+
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := ctr.Resources.Requests[r]; !ok {
+			t.Errorf("no %s request", r)
+		}
+		if _, ok := ctr.Resources.Limits[r]; !ok {
+			t.Errorf("no %s limit", r)
+		}
+	}
+	if len(ctr.Ports) != 1 || ctr.Ports[0].ContainerPort != containerPort || ctr.Ports[0].Name != "http" {
+		t.Errorf("ports = %+v, want one named http on %d", ctr.Ports, containerPort)
+	}
+}
+
+// TestDeploymentProbes: readiness follows /v1/deploy/health (503 while
+// degraded takes the pod out of the Service); liveness checks only that the
+// process serves (a TCP connect), so a cluster that is briefly unreachable,
+// or a missing CRD, never gets the pod killed.
+func TestDeploymentProbes(t *testing.T) {
+	ctr := deployment(t).Spec.Template.Spec.Containers[0]
+	port := func(p intstr.IntOrString) int32 {
+		if p.Type == intstr.Int {
+			return p.IntVal
+		}
+		for _, cp := range ctr.Ports {
+			if cp.Name == p.StrVal {
+				return cp.ContainerPort
+			}
+		}
+		t.Errorf("probe names port %q, which the container does not declare", p.StrVal)
+		return 0
+	}
+
+	r := ctr.ReadinessProbe
+	if r == nil || r.HTTPGet == nil {
+		t.Fatal("no HTTP readiness probe")
+	}
+	if r.HTTPGet.Path != healthPath || port(r.HTTPGet.Port) != containerPort {
+		t.Errorf("readiness probe GET %s on %d, want %s on %d", r.HTTPGet.Path, port(r.HTTPGet.Port), healthPath, containerPort)
+	}
+
+	l := ctr.LivenessProbe
+	if l == nil {
+		t.Fatal("no liveness probe")
+	}
+	if l.TCPSocket == nil || port(l.TCPSocket.Port) != containerPort {
+		t.Errorf("liveness probe = %+v, want a TCP check of port %d (it must not depend on the cluster, as %s does)", l.ProbeHandler, containerPort, healthPath)
+	}
+	if l.HTTPGet != nil && l.HTTPGet.Path == healthPath {
+		t.Errorf("liveness probe GETs %s, which is 503 whenever the cluster is unreachable", healthPath)
+	}
+	if s := ctr.StartupProbe; s != nil && s.HTTPGet != nil && s.HTTPGet.Path == healthPath {
+		t.Errorf("startup probe GETs %s: a pod would be killed while the cluster is unreachable at start", healthPath)
+	}
+}
+
+// TestDeploymentEnv: every variable set is one deployd reads; the cookie key
+// and client secret come from the Secret, never as literals; the literal
+// values make a valid sign-in configuration.
+func TestDeploymentEnv(t *testing.T) {
+	ctr := deployment(t).Spec.Template.Spec.Containers[0]
+	known := deploydEnv(t)
+	literal := map[string]string{}
+	fromSecret := map[string]*corev1.SecretKeySelector{}
+	for _, e := range ctr.Env {
+		if !known[e.Name] {
+			t.Errorf("env %s is not read by deployd (cmd/deployd, auth) nor the runtime %v", e.Name, runtimeEnv)
+		}
+		if _, dup := literal[e.Name]; dup {
+			t.Errorf("env %s is set twice", e.Name)
+		}
+		literal[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			fromSecret[e.Name] = e.ValueFrom.SecretKeyRef
+		}
+	}
+	for _, name := range []string{"DEPLOYD_LISTEN", "DEPLOY_NAMESPACES", "DEPLOY_PUBLIC_URL", "IAM_ENDPOINT",
+		"DEPLOY_IAM_CLIENT_ID", "DEPLOY_IAM_CLIENT_SECRET", "DEPLOY_COOKIE_KEY", "IAM_ADMIN_ORG", "IAM_ORG_CLAIM",
+		"IAM_ORG_ADMIN_CLAIM", "IAM_ORG_GROUP_PREFIX", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if _, ok := literal[name]; !ok {
+			t.Errorf("env %s is not set", name)
+		}
+	}
+	for name, optional := range map[string]bool{"DEPLOY_COOKIE_KEY": false, "DEPLOY_IAM_CLIENT_SECRET": true} {
+		ref := fromSecret[name]
+		switch {
+		case ref == nil:
+			t.Errorf("env %s must come from the Secret deployd (secretKeyRef), not a literal", name)
+		case ref.Name != "deployd":
+			t.Errorf("env %s comes from Secret %q, want deployd", name, ref.Name)
+		case (ref.Optional != nil && *ref.Optional) != optional:
+			t.Errorf("env %s: optional = %v, want %v", name, ref.Optional != nil && *ref.Optional, optional)
+		}
+		delete(literal, name)
+	}
+	if got := literal["DEPLOYD_LISTEN"]; got != fmt.Sprintf(":%d", containerPort) {
+		t.Errorf("DEPLOYD_LISTEN = %q, want :%d (the container port)", got, containerPort)
+	}
+	cfg, err := auth.ConfigFromEnv(func(k string) string { return literal[k] })
+	if err != nil {
+		t.Fatalf("the Deployment's sign-in settings are rejected: %v", err)
+	}
+	if !strings.HasPrefix(cfg.PublicURL, "https://") || !strings.HasPrefix(cfg.Issuer, "https://") {
+		t.Errorf("public URL %q and issuer %q must be https in a cluster", cfg.PublicURL, cfg.Issuer)
+	}
+}
+
+// TestService: ClusterIP, port 80 to the container's http port, selecting
+// exactly the Deployment's pods.
+func TestService(t *testing.T) {
+	var s corev1.Service
+	readYAML(t, "service.yaml", &s)
+	d := deployment(t)
+	if s.Namespace != namespace || s.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("Service %s/%s of type %q, want ClusterIP in %s", s.Namespace, s.Name, s.Spec.Type, namespace)
+	}
+	if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 80 ||
+		(s.Spec.Ports[0].TargetPort != intstr.FromString("http") && s.Spec.Ports[0].TargetPort != intstr.FromInt32(containerPort)) {
+		t.Errorf("Service ports = %+v, want 80 → http (%d)", s.Spec.Ports, containerPort)
+	}
+	for k, v := range s.Spec.Selector {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("Service selects %s=%s, which the Deployment's pods do not carry", k, v)
+		}
+	}
+	if len(s.Spec.Selector) == 0 {
+		t.Error("Service has no selector")
+	}
+	sel, err := metav1.LabelSelectorAsMap(d.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range sel {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("Deployment selector %s=%s does not match its own pod template", k, v)
+		}
+	}
+}
+
+func firstBool(vs ...*bool) *bool {
+	for _, v := range vs {
+		if v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+func firstInt(vs ...*int64) *int64 {
+	for _, v := range vs {
+		if v != nil {
+			return v
+		}
+	}
+	return nil
+}
