@@ -58,6 +58,11 @@ type demoOptions struct {
 	// the caller (env.Sim.Step), as tests do.
 	Pace time.Duration
 	Log  *slog.Logger
+	// PublicURL is the URL browsers reach the demo at when something (a
+	// proxy) stands in front of the listener; it becomes URL and the
+	// sign-in's public URL (redirect URI, Origin check). Default: the
+	// listener's own http://host:port.
+	PublicURL string
 }
 
 // demoServer is a demo ready to run: listener bound, fleet loaded, plane
@@ -89,6 +94,9 @@ func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
 		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
 	d := &demoServer{URL: "http://" + ln.Addr().String(), ln: ln, pace: o.Pace}
+	if o.PublicURL != "" {
+		d.URL = strings.TrimSuffix(o.PublicURL, "/")
+	}
 	d.env, err = demo.Start(ctx, demo.Options{Seed: o.Seed, Apps: o.Apps, Pace: max(o.Pace, time.Millisecond), Log: o.Log})
 	if err != nil {
 		ln.Close()

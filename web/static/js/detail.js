@@ -140,6 +140,8 @@ export class DetailView {
     } catch {
       this.canWrite = false;
     }
+    if (this.destroyed) return;
+    this.actionsEl.dataset.canWrite = this.canWrite ? 'yes' : 'no';
     this.renderActions();
     this.renderHistory();
   }
@@ -164,14 +166,23 @@ export class DetailView {
 
   onTree(tree) {
     if (!tree) return;
+    const sig = JSON.stringify(tree.nodes || []);
+    if (sig === this.treeSig) return; // the stream's first frame repeats the GET
+    this.treeSig = sig;
     this.tree = tree;
     const nodes = tree.nodes || [];
     document.getElementById('tree-count').textContent = `${nodes.length} resource${nodes.length === 1 ? '' : 's'}`;
+    const focused = this.treeEl.contains(document.activeElement) ? document.activeElement.dataset.ref : '';
     replace(this.treeEl, renderTree(tree, this.selected, (n) => this.select(n)));
+    if (focused) {
+      const again = [...this.treeEl.querySelectorAll('.node')].find((b) => b.dataset.ref === focused);
+      if (again) again.focus({preventScroll: true});
+    }
     if (this.app) {
       this.renderHead();
       this.renderActions();
     }
+    if (this.logs) this.logs.podsChanged(nodes.filter((n) => n.kind === 'Pod').map((n) => n.name));
     if (this.selected) {
       const n = nodes.find((x) => nodeRef(x) === this.selected);
       const version = n ? n.resourceVersion || '' : 'gone';
@@ -202,6 +213,9 @@ export class DetailView {
     const sync = (st.sync && st.sync.status) || 'Unknown';
     const declared = (st.sync && st.sync.revision) || '';
     const running = runningTag(this.tree, this.name);
+    // The application's message, else its App's own (e.g. "Running: 2/2 ready").
+    const root = ((this.tree && this.tree.nodes) || []).find((n) => n.kind === 'App' && n.name === this.name);
+    const healthMessage = (st.health && st.health.message) || (root && root.health && root.health.message) || '';
     const src = (a.spec && a.spec.source) || {};
     replace(this.metaEl,
       h('span', null, 'Namespace ', code(md.namespace || this.ns)),
@@ -213,14 +227,14 @@ export class DetailView {
       h('div', {class: 'stat card'},
         h('span', {class: 'stat-label'}, 'Health'),
         healthBadge(health, {id: 'app-health'}),
-        st.health && st.health.message ? h('p', {class: 'stat-msg', id: 'app-health-msg'}, st.health.message) : null),
+        healthMessage ? h('p', {class: 'stat-msg', id: 'app-health-msg'}, healthMessage) : null),
       h('div', {class: 'stat card'},
         h('span', {class: 'stat-label'}, 'Sync'),
         h('span', {class: 'stat-row'}, syncBadge(sync, {id: 'app-sync'}),
           op === 'Running' ? h('span', {class: 'pill pill-op'}, 'sync in progress') : null),
         h('p', {class: 'stat-msg'},
-          'Declared ', declared ? code(declared) : '—',
-          running ? [' · running ', code(running)] : null)),
+          'Declared ', declared ? h('code', {id: 'app-declared'}, declared) : '—',
+          running ? [' · running ', h('code', {id: 'app-running'}, running)] : null)),
       h('div', {class: 'stat card'},
         h('span', {class: 'stat-label'}, 'Source'),
         h('p', {class: 'stat-msg source'},
@@ -307,7 +321,13 @@ export class DetailView {
     if (!this.app) return;
     const st = this.app.status || {};
     const declared = (st.sync && st.sync.revision) || '';
-    const history = (st.history || []).slice().reverse();
+    // Newest deployment first: by id (the Deployment's revision, which a
+    // rollback bumps), entries without one (id 0) by time.
+    const history = (st.history || []).map((e, i) => ({e, i})).sort((x, y) => {
+      if (x.e.id && y.e.id) return y.e.id - x.e.id;
+      const t = (y.e.deployedAt || '').localeCompare(x.e.deployedAt || '');
+      return t || y.i - x.i;
+    }).map((x) => x.e);
     if (!history.length) {
       replace(this.historyEl, h('p', {class: 'muted'}, 'No deployments recorded.'));
       return;

@@ -71,6 +71,7 @@ export class Fleet {
   async load() {
     try {
       const list = await api('/v1/deploy/applications?fields=' + encodeURIComponent(LIST_FIELDS));
+      if (this.closed) return;
       this.rows.clear();
       for (const item of list.items || []) {
         const r = toRow(item);
@@ -81,9 +82,15 @@ export class Fleet {
       this.loaded = true;
       this.error = null;
     } catch (err) {
+      if (this.closed) return;
       this.error = err;
       this.structural = true;
       this.schedule();
+      if (err.status === 503 || err.status === 0) {
+        // Starting up (the cluster not read yet) or unreachable: try again.
+        this.retryDelay = Math.min((this.retryDelay || 1000) * 2, 30000);
+        this.retryTimer = setTimeout(() => this.load().catch(() => {}), this.retryDelay);
+      }
       throw err;
     }
     this.structural = true;
@@ -101,6 +108,9 @@ export class Fleet {
   }
 
   close() {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    this.loaded = false;
     if (this.stream) this.stream.close();
     this.stream = null;
     this.views.clear();

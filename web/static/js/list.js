@@ -284,10 +284,16 @@ export class ListView {
       return;
     }
     this.pager.hidden = false;
+    const focused = this.pager.contains(document.activeElement) ? document.activeElement.dataset.go : '';
     const from = (f.page - 1) * PAGE_SIZE + 1, to = Math.min(count, f.page * PAGE_SIZE);
     replace(this.pager,
-      h('button', {type: 'button', class: 'btn', disabled: f.page <= 1, onclick: () => this.set({page: f.page - 1})}, 'Previous'),
+      h('button', {type: 'button', class: 'btn', dataset: {go: 'prev'}, disabled: f.page <= 1, onclick: () => this.set({page: f.page - 1})}, 'Previous'),
       h('span', {class: 'pager-text'}, `${from}–${to} of ${count} · page ${f.page} of ${pages}`),
-      h('button', {type: 'button', class: 'btn', disabled: f.page >= pages, onclick: () => this.set({page: f.page + 1})}, 'Next'));
+      h('button', {type: 'button', class: 'btn', dataset: {go: 'next'}, disabled: f.page >= pages, onclick: () => this.set({page: f.page + 1})}, 'Next'));
+    if (focused) {
+      // Keep the keyboard where it was; at the first or last page, on the other button.
+      const same = this.pager.querySelector(`[data-go="${focused}"]`);
+      (same && !same.disabled ? same : this.pager.querySelector('button:not(:disabled)'))?.focus();
+    }
   }
 }

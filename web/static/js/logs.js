@@ -21,6 +21,10 @@ export class LogsPanel {
     this.meta = h('p', {class: 'log-meta', id: 'log-meta'});
     this.pre = h('pre', {class: 'log', id: 'log', tabindex: '0', 'aria-label': 'Log lines'});
     this.error = h('div');
+    this.onPageHide = (ev) => {
+      if (ev.persisted) this.stopFollow();
+    };
+    window.addEventListener('pagehide', this.onPageHide);
     replace(el,
       h('div', {class: 'log-controls'},
         h('label', {for: 'log-tail'}, 'Lines'), this.tail, this.followBtn, this.refreshBtn),
@@ -32,7 +36,20 @@ export class LogsPanel {
     return `/v1/deploy/${seg(this.app.name)}/logs?namespace=${seg(this.app.namespace)}&tail=${this.tail.value}` + (follow ? '&follow=true' : '');
   }
 
+  /**
+   * podsChanged is told the pods of the tree: when the pod whose tail is
+   * shown is gone (a rollout replaced it), the tail of the newest is read.
+   */
+  podsChanged(pods) {
+    if (this.es || this.loading) return;
+    const sig = pods.join(',');
+    if (this.pod ? pods.includes(this.pod) : sig === this.podsSig) return;
+    this.podsSig = sig;
+    this.reload();
+  }
+
   describe(ans) {
+    this.pod = ans.pod || '';
     const parts = [];
     if (ans.pod) parts.push(h('span', null, 'Pod ', h('code', null, ans.pod) , ans.container ? [' · container ', h('code', null, ans.container)] : null));
     if (ans.note) parts.push(h('span', {class: 'log-note'}, ans.note));
@@ -46,6 +63,7 @@ export class LogsPanel {
       return;
     }
     this.error.replaceChildren();
+    this.loading = true;
     try {
       const ans = await api(this.path(false));
       this.describe(ans);
@@ -56,6 +74,8 @@ export class LogsPanel {
       this.pre.scrollTop = this.pre.scrollHeight;
     } catch (err) {
       replace(this.error, errorBanner('The log cannot be read.', err));
+    } finally {
+      this.loading = false;
     }
   }
 
@@ -118,6 +138,7 @@ export class LogsPanel {
   }
 
   destroy() {
+    window.removeEventListener('pagehide', this.onPageHide);
     this.stopFollow(true);
   }
 }

@@ -5,6 +5,19 @@
 import {api, goLogin} from './api.js';
 import {setStream, dropStream} from './conn.js';
 
+// The streams started and not closed, paused while the page sits in the
+// back/forward cache so it holds no connection to the server.
+const running = new Set();
+
+window.addEventListener('pagehide', (ev) => {
+  if (!ev.persisted) return;
+  for (const s of running) s.pause();
+});
+window.addEventListener('pageshow', (ev) => {
+  if (!ev.persisted) return;
+  for (const s of running) s.start();
+});
+
 export class LiveStream {
   /**
    * name: the indicator's key; url(): the URL to open (called at each
@@ -22,6 +35,7 @@ export class LiveStream {
 
   start() {
     this.closed = false;
+    running.add(this);
     clearTimeout(this.timer);
     setStream(this.name, this.es ? 'reconnecting' : 'connecting');
     if (this.es) this.es.close();
@@ -67,11 +81,18 @@ export class LiveStream {
     }, wait);
   }
 
-  close() {
-    this.closed = true;
+  // pause closes the connection; start opens a new one, which resumes
+  // from the position url() names.
+  pause() {
     clearTimeout(this.timer);
     if (this.es) this.es.close();
     this.es = null;
+  }
+
+  close() {
+    this.closed = true;
+    running.delete(this);
+    this.pause();
     dropStream(this.name);
   }
 }

@@ -50,7 +50,9 @@ export function layout(nodes) {
     }
   }
   roots.sort((a, b) => (a.kind === 'App' ? -1 : b.kind === 'App' ? 1 : compare(a, b)));
-  for (const list of children.values()) list.sort(compare);
+  // ReplicaSets with pods (the ones serving) come before the idle ones.
+  const busy = (n) => (n.kind === 'ReplicaSet' && children.has(n.uid) ? 0 : 1);
+  for (const list of children.values()) list.sort((a, b) => (a.kind === 'ReplicaSet' && b.kind === 'ReplicaSet' && busy(a) - busy(b)) || compare(a, b));
   return {roots, children};
 }
 

@@ -19,6 +19,7 @@ export function toast(message, kind = 'info') {
  */
 export function confirmAction({title, body, confirm, danger}) {
   const dlg = document.getElementById('confirm-dialog');
+  if (dlg.open) return Promise.resolve(false);
   document.getElementById('confirm-title').textContent = title;
   const bodyEl = document.getElementById('confirm-body');
   bodyEl.replaceChildren();
