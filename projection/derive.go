@@ -494,9 +494,10 @@ func appEndpoints(spec *AppSpec, tree []TreeNode) []string {
 	return out
 }
 
-// history lists the app's releases, oldest first: one entry per ReplicaSet
-// of its Deployment (id = the Deployment revision), plus the operator's
-// upgradeHistory entries for versions no ReplicaSet remembers.
+// history lists the app's releases in the order they were deployed: one
+// entry per ReplicaSet of its Deployment (id = the Deployment revision),
+// after the operator's upgradeHistory entries for versions no ReplicaSet
+// remembers.
 func (s *Store) history(tree []TreeNode, workload *NodeInfo, spec *AppSpec, prev []HistoryEntry) []HistoryEntry {
 	out := s.scratch.history[:0]
 	if workload != nil && workload.Obj.Kind == KindDeployment {
@@ -530,12 +531,22 @@ func (s *Store) history(tree []TreeNode, workload *NodeInfo, spec *AppSpec, prev
 		}
 		out = append(out, HistoryEntry{Revision: tag, DeployedAt: done, DeployStartedAt: u.StartedAt})
 	}
+	// Deployment order: the releases only the operator remembers (their
+	// ReplicaSets are gone) by time, then the ReplicaSets by revision —
+	// a rollback reuses an old ReplicaSet under a new revision, so its
+	// creation time does not say when it ran last.
 	slices.SortFunc(out, func(a, b HistoryEntry) int {
-		if a.DeployedAt != b.DeployedAt {
-			return cmpInt(a.DeployedAt, b.DeployedAt)
+		if (a.ID == 0) != (b.ID == 0) {
+			if a.ID == 0 {
+				return -1
+			}
+			return 1
 		}
 		if a.ID != b.ID {
 			return cmpInt(a.ID, b.ID)
+		}
+		if a.DeployedAt != b.DeployedAt {
+			return cmpInt(a.DeployedAt, b.DeployedAt)
 		}
 		return strings.Compare(a.Revision, b.Revision)
 	})
