@@ -136,12 +136,13 @@ type NodeInfo struct {
 	Obj       *Object
 	Health    Health
 	HasHealth bool
-	Reason    string // a short cause for an unhealthy node, e.g. CrashLoopBackOff
-	// Cause names the node in an application's health message:
-	// "Pod:tenant-acme/web-7d9-x2 (CrashLoopBackOff)". Empty when healthy.
+	// Cause names the node in an application's health message, with a
+	// short reason: "Pod:tenant-acme/web-7d9-x2 (CrashLoopBackOff)". Empty
+	// when healthy.
 	Cause string
 
-	e *entry // the writer's record of the object; never read by readers
+	imgSum uint64 // a hash of its containers' images, to see a change cheaply
+	e      *entry // the writer's record of the object; never read by readers
 }
 
 // containers are the containers of a workload's template or a pod.
@@ -197,18 +198,22 @@ func (n *NodeInfo) Tag() string {
 	return ""
 }
 
-// sameImages reports whether two versions of an object run the same images.
-func sameImages(a, b *NodeInfo) bool {
-	ca, cb := a.containers(), b.containers()
-	if len(ca) != len(cb) {
-		return false
-	}
-	for i := range ca {
-		if ca[i].Image != cb[i].Image {
-			return false
+// sameImages reports whether two versions of an object run the same images
+// (by hash: the old version's spec is not read).
+func sameImages(a, b *NodeInfo) bool { return a.imgSum == b.imgSum }
+
+// imagesSum hashes the images of a node's containers (FNV-1a).
+func imagesSum(n *NodeInfo) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range n.containers() {
+		for i := 0; i < len(c.Image); i++ {
+			h ^= uint64(c.Image[i])
+			h *= 1099511628211
 		}
+		h ^= 0xff
+		h *= 1099511628211
 	}
-	return true
+	return h
 }
 
 // TreeNode is a node of an application's tree: an object and its parent

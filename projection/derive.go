@@ -24,9 +24,9 @@ func isDepth1(k Kind) bool {
 func newNodeInfo(o *Object) *NodeInfo {
 	n := &NodeInfo{Obj: o}
 	n.Health, n.HasHealth = ObjectHealth(o)
+	n.imgSum = imagesSum(n)
 	if n.HasHealth && n.Health.Status != HealthHealthy {
-		n.Reason = shortReason(o, n.Health)
-		n.Cause = o.Kind.String() + ":" + o.Namespace + "/" + o.Name + " (" + n.Reason + ")"
+		n.Cause = o.Kind.String() + ":" + o.Namespace + "/" + o.Name + " (" + shortReason(o, n.Health) + ")"
 	}
 	return n
 }
@@ -116,12 +116,16 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 			}
 			// status.resources also carries a child's creation time.
 			resources = resources || (n.Parent == root && prev.Obj.Created != e.info.Obj.Created)
-			if !sameImages(prev, e.info) {
-				images = true
-			}
+			sameImg := sameImages(prev, e.info)
+			images = images || !sameImg
 			switch e.key.Kind {
-			case KindDeployment, KindStatefulSet, KindReplicaSet:
-				workload = true
+			case KindDeployment, KindStatefulSet:
+				// The running version is read off the template.
+				workload = workload || !sameImg
+			case KindReplicaSet:
+				// The history reads a ReplicaSet's revision, images and
+				// creation; its status does not matter.
+				workload = workload || !sameImg || revisionOf(prev.Obj) != revisionOf(e.info.Obj) || prev.Obj.Created != e.info.Obj.Created
 			case KindIngress:
 				endpoints = true
 			}
@@ -604,6 +608,13 @@ func cmpInt(a, b int64) int {
 		return -1
 	case a > b:
 		return 1
+	}
+	return 0
+}
+
+func revisionOf(o *Object) int64 {
+	if w, ok := o.Spec.(*WorkloadSpec); ok {
+		return w.RevisionID
 	}
 	return 0
 }

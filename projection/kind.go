@@ -78,14 +78,14 @@ func (k Kind) Info() KindInfo {
 
 // String is the Kubernetes kind name ("Deployment"), or "Unknown".
 func (k Kind) String() string {
-	if n := k.Info().Name; n != "" {
-		return n
+	if k < kindCount && kindInfos[k].Name != "" {
+		return kindInfos[k].Name
 	}
 	return "Unknown"
 }
 
 // InRegistry reports whether objects of this kind are read and folded.
-func (k Kind) InRegistry() bool { return k.Info().Registry }
+func (k Kind) InRegistry() bool { return k < kindCount && kindInfos[k].Registry }
 
 // Registry returns the registry's kinds in a fixed order.
 func Registry() []KindInfo {
