@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,31 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"go.uber.org/goleak"
+
+	"github.com/hanzoai/deploy/auth/authtest"
 )
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestDisabledFailsClosed(t *testing.T) {
 	ti := newTestIssuer(t)
@@ -73,7 +55,7 @@ func TestDisabledFailsClosed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs authtest.LogBuffer
 			tc.cfg.Now = clock.Now
 			a := New(t.Context(), tc.cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 			defer a.Close()
@@ -175,7 +157,7 @@ func TestDiscoveryRetryEndsWithTheContext(t *testing.T) {
 
 func TestRandomCookieKeyIsLoggedOnce(t *testing.T) {
 	ti := newTestIssuer(t)
-	var logs syncBuffer
+	var logs authtest.LogBuffer
 	a := New(t.Context(), Config{Issuer: ti.URL, PublicURL: "http://127.0.0.1:8080"}, slog.New(slog.NewTextHandler(&logs, nil)))
 	defer a.Close()
 	if !a.Status().Enabled {

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -10,36 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/hanzoai/deploy/auth/authtest"
 )
-
-// claimsUser is a mockoidc user whose ID token carries extra claims.
-type claimsUser struct {
-	sub   string
-	extra map[string]any
-}
-
-func (u claimsUser) ID() string { return u.sub }
-
-func (u claimsUser) Userinfo([]string) ([]byte, error) {
-	return json.Marshal(map[string]string{"sub": u.sub})
-}
-
-func (u claimsUser) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
-	b, err := json.Marshal(base)
-	if err != nil {
-		return nil, err
-	}
-	m := jwt.MapClaims{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	for k, v := range u.extra {
-		m[k] = v
-	}
-	return m, nil
-}
 
 func startMockOIDC(t testing.TB) *mockoidc.MockOIDC {
 	t.Helper()
@@ -85,7 +58,7 @@ func TestLoginFlow(t *testing.T) {
 	m := startMockOIDC(t)
 	clock := newFakeClock()
 	a := newMockAuthenticator(t, m, clock)
-	m.QueueUser(claimsUser{sub: "alice", extra: map[string]any{"preferred_username": "alice", "owner": "acme", "isAdmin": true}})
+	m.QueueUser(authtest.User{Subject: "alice", Extra: map[string]any{"preferred_username": "alice", "owner": "acme", "isAdmin": true}})
 
 	l, err := a.StartLogin("/applications/web?x=1")
 	if err != nil {

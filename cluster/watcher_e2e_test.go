@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/projection/projectiontest"
 )
 
 const fleetFixture = "../projection/testdata/fleet.yaml"
@@ -136,37 +136,6 @@ func firstDiff(want, got string) string {
 	return fmt.Sprintf("lengths %d vs %d lines", len(w), len(g))
 }
 
-// summary is what must not depend on the cluster the objects live in: no
-// uids, resourceVersions or timestamps.
-func summary(snap *projection.Snapshot) []string {
-	var out []string
-	add := func(a *projection.App) {
-		line := fmt.Sprintf("%s %s/%s health=%s %q sync=%s declared=%s running=%s org=%s env=%s",
-			a.Row, a.Namespace, a.Name, a.Health.Status, a.Health.Message, a.Sync, a.Declared, a.Running, a.Org, a.Env)
-		var hist []string
-		for _, h := range a.History {
-			hist = append(hist, fmt.Sprintf("%d:%s", h.ID, h.Revision))
-		}
-		sort.Strings(hist)
-		line += " history=" + strings.Join(hist, ",")
-		for _, n := range a.Tree {
-			parent := "-"
-			if n.Parent != nil {
-				parent = n.Parent.Obj.Kind.String() + "/" + n.Parent.Obj.Name
-			}
-			line += fmt.Sprintf("\n  %s/%s <- %s %s %q", n.Obj.Kind, n.Obj.Name, parent, n.Health.Status, n.Health.Message)
-		}
-		out = append(out, line)
-	}
-	for a := range snap.Apps() {
-		add(a)
-	}
-	for _, a := range snap.CDApplications() {
-		add(a)
-	}
-	return out
-}
-
 func fixtureSummary(t *testing.T) []string {
 	t.Helper()
 	s := projection.NewStore(projection.DefaultConfig())
@@ -181,7 +150,7 @@ func fixtureSummary(t *testing.T) []string {
 	if _, err := s.Apply(batch...); err != nil {
 		t.Fatal(err)
 	}
-	return summary(s.Snapshot())
+	return projectiontest.Summary(s.Snapshot())
 }
 
 // Check 1: a fleet rendered as the operator does → the projection equals
@@ -201,7 +170,7 @@ func TestWatchFleet(t *testing.T) {
 	c.ApplyFleet(t, objs)
 	waitConverged(t, c, rs, 30*time.Second)
 
-	want, got := fixtureSummary(t), summary(rs.store.Snapshot())
+	want, got := fixtureSummary(t), projectiontest.Summary(rs.store.Snapshot())
 	if !slices.Equal(want, got) {
 		t.Fatalf("watched projection differs from the fixture's:\nwant:\n%s\n\ngot:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -64,7 +65,7 @@ func BenchmarkListRoute(b *testing.B) {
 	h := env.srv.Handler()
 	tokens := map[string]string{
 		"full":   env.token(&testing.T{}, userRoot, time.Hour),
-		"tenant": env.token(&testing.T{}, oidcUser{sub: "u-t", extra: map[string]any{"owner": "org05"}}, time.Hour),
+		"tenant": env.token(&testing.T{}, authtest.User{Subject: "u-t", Extra: map[string]any{"owner": "org05"}}, time.Hour),
 	}
 	toggle := 0
 	bump := func() {

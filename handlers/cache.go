@@ -80,12 +80,7 @@ func (b *cachedBody) gzip(rc *responseCache) []byte {
 // revision: ETag is the revision, If-None-Match answers 304, and the body is
 // gzipped (once) when the client accepts it.
 func (s *Server) respondCached(c echo.Context, rev uint64, key string, render func() ([]byte, error)) error {
-	etag := `"` + strconv.FormatUint(rev, 10) + `"`
-	h := c.Response().Header()
-	h.Set(echo.HeaderCacheControl, "private, no-cache")
-	h.Set("ETag", etag)
-	h.Add(echo.HeaderVary, echo.HeaderAcceptEncoding)
-	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+	if notModified(c, rev) {
 		return c.NoContent(http.StatusNotModified)
 	}
 	key = key + "@" + strconv.FormatUint(rev, 10)
@@ -105,20 +100,27 @@ func (s *Server) respondCached(c echo.Context, rev uint64, key string, render fu
 // client: a body already rendered for the key is sent as it is; otherwise
 // write produces it without a copy being kept.
 func (s *Server) respondStreamed(c echo.Context, rev uint64, key string, write func(io.Writer) error) error {
-	etag := `"` + strconv.FormatUint(rev, 10) + `"`
-	h := c.Response().Header()
-	h.Set(echo.HeaderCacheControl, "private, no-cache")
-	h.Set("ETag", etag)
-	h.Add(echo.HeaderVary, echo.HeaderAcceptEncoding)
-	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+	if notModified(c, rev) {
 		return c.NoContent(http.StatusNotModified)
 	}
 	if cb, ok := s.cache.get(key + "@" + strconv.FormatUint(rev, 10)); ok {
 		return s.writeBody(c, cb)
 	}
-	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().WriteHeader(http.StatusOK)
 	return write(c.Response())
+}
+
+// notModified sets the caching headers of an answer at revision rev (the
+// ETag) and reports whether the client already holds it (If-None-Match).
+func notModified(c echo.Context, rev uint64) bool {
+	etag := `"` + strconv.FormatUint(rev, 10) + `"`
+	h := c.Response().Header()
+	h.Set(echo.HeaderCacheControl, "private, no-cache")
+	h.Set("ETag", etag)
+	h.Add(echo.HeaderVary, echo.HeaderAcceptEncoding)
+	inm := c.Request().Header.Get("If-None-Match")
+	return inm != "" && etagMatches(inm, etag)
 }
 
 // writeBody sends a rendered JSON body, gzipped when accepted and worth it.

@@ -99,14 +99,9 @@ func (s *Server) paasList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	org, err := single(q, "org")
+	org, err := optionalName(q, "org")
 	if err != nil {
 		return err
-	}
-	if org != "" {
-		if err := validName("org", org); err != nil {
-			return err
-		}
 	}
 	snap := s.d.Snapshots.Snapshot()
 	key := "paas|" + sc.Key() + "|" + env + "|" + health + "|" + org + "|" + drift
@@ -141,7 +136,7 @@ func (s *Server) paasApp(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	namespace, err := single(q, "namespace")
+	namespace, err := optionalName(q, "namespace")
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,19 @@ func single(q url.Values, key string) (string, error) {
 	return v[0], nil
 }
 
+// optionalName reads an optional parameter that names something (an org,
+// a namespace, an app): absent is "", present must be a DNS-1123 label.
+func optionalName(q url.Values, key string) (string, error) {
+	v, err := single(q, key)
+	if err != nil || v == "" {
+		return v, err
+	}
+	if err := validName(key, v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
 // listQuery is the filter of GET /v1/deploy/applications.
 type listQuery struct {
 	name         string
@@ -74,13 +87,8 @@ func parseListQuery(q url.Values) (listQuery, error) {
 		return lq, err
 	}
 	var err error
-	if lq.name, err = single(q, "name"); err != nil {
+	if lq.name, err = optionalName(q, "name"); err != nil {
 		return lq, err
-	}
-	if lq.name != "" {
-		if err := validName("name", lq.name); err != nil {
-			return lq, err
-		}
 	}
 	for _, v := range q["projects"] {
 		for _, p := range strings.Split(v, ",") {
@@ -105,13 +113,8 @@ func parseListQuery(q url.Values) (listQuery, error) {
 		}
 		lq.selector, lq.selectorText = sel, sel.String()
 	}
-	if lq.appNamespace, err = single(q, "appNamespace"); err != nil {
+	if lq.appNamespace, err = optionalName(q, "appNamespace"); err != nil {
 		return lq, err
-	}
-	if lq.appNamespace != "" {
-		if err := validName("appNamespace", lq.appNamespace); err != nil {
-			return lq, err
-		}
 	}
 	fieldsText, err := single(q, "fields")
 	if err != nil {

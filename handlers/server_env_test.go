@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -104,7 +105,7 @@ type serverEnv struct {
 	m      *mockoidc.MockOIDC
 	a      *auth.Authenticator
 	clock  *signinClock
-	logs   *signinLogs
+	logs   *authtest.LogBuffer
 	store  *projection.Store
 	live   *fakeLive
 	pods   *fakeLogs
@@ -137,7 +138,7 @@ func newServerEnv(t *testing.T) *serverEnv {
 		URL:    "http://" + l.Addr().String(),
 		m:      m,
 		clock:  &signinClock{t: time.Now().Truncate(time.Second)},
-		logs:   &signinLogs{},
+		logs:   &authtest.LogBuffer{},
 		store:  projection.NewStore(projection.DefaultConfig()),
 		live:   newFakeLive(objs),
 		pods:   &fakeLogs{text: "listening on :8000\nready\n"},
@@ -182,7 +183,7 @@ type identity struct {
 }
 
 var (
-	userGlobexAdmin = oidcUser{sub: "u-gina", extra: map[string]any{"preferred_username": "gina", "owner": "globex", "isAdmin": true}}
+	userGlobexAdmin = authtest.User{Subject: "u-gina", Extra: map[string]any{"preferred_username": "gina", "owner": "globex", "isAdmin": true}}
 
 	identities = []identity{
 		{"superadmin", func(env *serverEnv, t *testing.T) string { return env.token(t, userRoot, time.Hour) }},
@@ -195,7 +196,7 @@ var (
 )
 
 // token is an ID token for user, as the provider would issue it.
-func (env *serverEnv) token(t *testing.T, user oidcUser, ttl time.Duration) string {
+func (env *serverEnv) token(t *testing.T, user authtest.User, ttl time.Duration) string {
 	t.Helper()
 	se := &signinEnv{m: env.m, clock: env.clock}
 	return se.idToken(t, user, ttl)

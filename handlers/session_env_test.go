@@ -16,44 +16,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/labstack/echo/v4"
 	"github.com/oauth2-proxy/mockoidc"
 )
 
-// oidcUser is a mockoidc user whose ID token carries extra claims.
-type oidcUser struct {
-	sub   string
-	extra map[string]any
-}
-
-func (u oidcUser) ID() string { return u.sub }
-
-func (u oidcUser) Userinfo([]string) ([]byte, error) {
-	return json.Marshal(map[string]string{"sub": u.sub})
-}
-
-func (u oidcUser) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
-	b, err := json.Marshal(base)
-	if err != nil {
-		return nil, err
-	}
-	m := jwt.MapClaims{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	for k, v := range u.extra {
-		m[k] = v
-	}
-	return m, nil
-}
-
 var (
-	userAlice  = oidcUser{sub: "u-alice", extra: map[string]any{"preferred_username": "alice", "owner": "acme", "groups": []string{"dev"}}}
-	userBob    = oidcUser{sub: "u-bob", extra: map[string]any{"preferred_username": "bob", "owner": "beta", "isAdmin": true}}
-	userRoot   = oidcUser{sub: "u-root", extra: map[string]any{"preferred_username": "root", "owner": "admin"}}
-	userNobody = oidcUser{sub: "u-nobody", extra: map[string]any{"preferred_username": "nobody"}}
+	userAlice  = authtest.User{Subject: "u-alice", Extra: map[string]any{"preferred_username": "alice", "owner": "acme", "groups": []string{"dev"}}}
+	userBob    = authtest.User{Subject: "u-bob", Extra: map[string]any{"preferred_username": "bob", "owner": "beta", "isAdmin": true}}
+	userRoot   = authtest.User{Subject: "u-root", Extra: map[string]any{"preferred_username": "root", "owner": "admin"}}
+	userNobody = authtest.User{Subject: "u-nobody", Extra: map[string]any{"preferred_username": "nobody"}}
 )
 
 type signinClock struct {
@@ -73,23 +46,6 @@ func (c *signinClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-type signinLogs struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *signinLogs) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *signinLogs) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // signinEnv is deployd's sign-in routes, the middleware and two protected
 // routes, served on loopback against an in-process mockoidc provider.
 type signinEnv struct {
@@ -97,7 +53,7 @@ type signinEnv struct {
 	m     *mockoidc.MockOIDC
 	a     *auth.Authenticator
 	clock *signinClock
-	logs  *signinLogs
+	logs  *authtest.LogBuffer
 }
 
 // scopeKeyRoute answers the caller's scope key.
@@ -137,7 +93,7 @@ func newSigninEnv(t *testing.T, mutate func(*auth.Config)) *signinEnv {
 		URL:   "http://" + l.Addr().String(),
 		m:     m,
 		clock: &signinClock{t: time.Now().Truncate(time.Second)},
-		logs:  &signinLogs{},
+		logs:  &authtest.LogBuffer{},
 	}
 	log := slog.New(slog.NewTextHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := auth.Config{
@@ -258,22 +214,9 @@ func queryValue(t *testing.T, u, k string) string {
 
 // idToken is an ID token for user signed by the provider's key, as its
 // token endpoint would issue it, valid for ttl from the env's clock.
-func (env *signinEnv) idToken(t *testing.T, user oidcUser, ttl time.Duration, extra ...map[string]any) string {
+func (env *signinEnv) idToken(t *testing.T, user authtest.User, ttl time.Duration, extra ...map[string]any) string {
 	t.Helper()
-	now := env.clock.Now()
-	claims := jwt.MapClaims{
-		"iss": env.m.Issuer(), "aud": env.m.ClientID, "sub": user.sub,
-		"iat": now.Unix(), "exp": now.Add(ttl).Unix(),
-	}
-	for k, v := range user.extra {
-		claims[k] = v
-	}
-	for _, e := range extra {
-		for k, v := range e {
-			claims[k] = v
-		}
-	}
-	tok, err := env.m.Keypair.SignJWT(claims)
+	tok, err := authtest.IDToken(env.m, user, env.clock.Now(), ttl, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}

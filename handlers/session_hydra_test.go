@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/auth/hydratest"
 )
 
@@ -26,7 +27,7 @@ func hydraDeployd(t *testing.T, h *hydratest.Server, public bool) (string, hydra
 	}
 	base := "http://" + l.Addr().String()
 	c := h.CreateClient(t, hydratest.ClientOptions{RedirectURIs: []string{base + auth.CallbackPath}, Public: public})
-	logs := &signinLogs{}
+	logs := &authtest.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a := auth.New(t.Context(), auth.Config{
 		Issuer: h.Issuer, ClientID: c.ID, ClientSecret: c.Secret, PublicURL: base,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/auth/authtest"
 )
 
 func TestSignInAsMember(t *testing.T) {
@@ -79,7 +80,7 @@ func TestSignInAsMember(t *testing.T) {
 func TestSignInAsSuperAdminAndOrgAdmin(t *testing.T) {
 	env := newSigninEnv(t, nil)
 	for _, tc := range []struct {
-		user  oidcUser
+		user  authtest.User
 		scope string
 		info  string
 	}{
@@ -88,10 +89,10 @@ func TestSignInAsSuperAdminAndOrgAdmin(t *testing.T) {
 	} {
 		c := env.signIn(t, tc.user)
 		if r := getPage(t, c, env.URL+"/v1/deploy/applications"); !strings.Contains(r.body, `"`+tc.scope+`"`) {
-			t.Fatalf("%s: scope %s, want %s", tc.user.sub, r.body, tc.scope)
+			t.Fatalf("%s: scope %s, want %s", tc.user.Subject, r.body, tc.scope)
 		}
 		if r := getPage(t, c, env.URL+"/v1/deploy/session/userinfo"); !strings.Contains(r.body, tc.info) {
-			t.Fatalf("%s: userinfo %s, want %s", tc.user.sub, r.body, tc.info)
+			t.Fatalf("%s: userinfo %s, want %s", tc.user.Subject, r.body, tc.info)
 		}
 	}
 }

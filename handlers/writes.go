@@ -387,14 +387,9 @@ func (s *Server) paasDeploy(c echo.Context) error {
 	if env == "" {
 		return errorf(http.StatusBadRequest, "env is required: add ?env=main, test or dev (deploy never defaults to production)")
 	}
-	namespace, err := single(q, "namespace")
+	namespace, err := optionalName(q, "namespace")
 	if err != nil {
 		return err
-	}
-	if namespace != "" {
-		if err := validName("namespace", namespace); err != nil {
-			return err
-		}
 	}
 	name := c.Param("app")
 	if err := validName("app", name); err != nil {

@@ -43,18 +43,7 @@ func (h *Hub) ServeApplications(w http.ResponseWriter, r *http.Request, req Requ
 	}
 	defer h.leave(s)
 	defer out.finish()
-	// A stream the hub ends (cut off, expired, stopped) may be blocked
-	// writing to a client that stopped reading: make that write fail.
-	stopAbort := context.AfterFunc(ctx, func() {
-		if r.Context().Err() == nil {
-			out.abort()
-		}
-	})
-	defer stopAbort()
-	if wait > 0 {
-		t := h.clock.AfterFunc(wait, func() { cancel(ErrExpired) })
-		defer t.Stop()
-	}
+	defer h.bindLifetime(ctx, r, out, wait, cancel)()
 	if out.start(h.opts.Retry) != nil {
 		return nil
 	}
@@ -220,4 +209,21 @@ func (h *Hub) leave(s *subscriber) {
 	delete(h.clients, s)
 	h.mu.Unlock()
 	h.active.Done()
+}
+
+// bindLifetime ties a stream's end to the hub's decisions: a stream the hub
+// ends (cut off, expired, stopped) may be blocked writing to a client that
+// stopped reading, so that write is made to fail; and the credential's
+// expiry (wait from now, 0 for none) ends it. It returns the cleanup.
+func (h *Hub) bindLifetime(ctx context.Context, r *http.Request, out *eventWriter, wait time.Duration, cancel context.CancelCauseFunc) func() {
+	stopAbort := context.AfterFunc(ctx, func() {
+		if r.Context().Err() == nil {
+			out.abort()
+		}
+	})
+	if wait <= 0 {
+		return func() { stopAbort() }
+	}
+	timer := h.clock.AfterFunc(wait, func() { cancel(ErrExpired) })
+	return func() { timer.Stop(); stopAbort() }
 }

@@ -78,18 +78,7 @@ func (h *Hub) ServeTree(w http.ResponseWriter, r *http.Request, req TreeRequest)
 	}
 	row := a.Row
 	defer out.finish()
-	// A stream the hub ends (cut off, expired, stopped) may be blocked
-	// writing to a client that stopped reading: make that write fail.
-	stopAbort := context.AfterFunc(ctx, func() {
-		if r.Context().Err() == nil {
-			out.abort()
-		}
-	})
-	defer stopAbort()
-	if wait > 0 {
-		timer := h.clock.AfterFunc(wait, func() { cancel(ErrExpired) })
-		defer timer.Stop()
-	}
+	defer h.bindLifetime(ctx, r, out, wait, cancel)()
 	if out.start(h.opts.Retry) != nil {
 		return nil
 	}

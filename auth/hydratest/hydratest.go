@@ -33,6 +33,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hanzoai/deploy/auth/authtest"
 )
 
 // Identity is who the login app signs in, and the extra claims of the ID
@@ -145,7 +147,7 @@ func Start(t testing.TB) *Server {
 		"SERVE_ADMIN_HOST=127.0.0.1",
 		"SERVE_ADMIN_PORT=" + strconv.Itoa(adminPort),
 	}
-	out := &syncBuffer{}
+	out := &authtest.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	setProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
@@ -157,7 +159,7 @@ func Start(t testing.TB) *Server {
 		killProcessGroup(cmd)
 		<-exited
 		if t.Failed() {
-			t.Logf("hydra output:\n%s", out.tail(8000))
+			t.Logf("hydra output:\n%s", tail(out.String(), 8000))
 		}
 	})
 
@@ -172,9 +174,9 @@ func Start(t testing.TB) *Server {
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("hydratest: hydra exited before it was ready (%v):\n%s", err, out.tail(8000))
+			t.Fatalf("hydratest: hydra exited before it was ready (%v):\n%s", err, tail(out.String(), 8000))
 		case <-ctx.Done():
-			t.Fatalf("hydratest: hydra not ready within 30 s:\n%s", out.tail(8000))
+			t.Fatalf("hydratest: hydra not ready within 30 s:\n%s", tail(out.String(), 8000))
 		case <-tick.C:
 		}
 	}
@@ -456,23 +458,10 @@ func random() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) tail(n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.b.Bytes()
-	if len(b) > n {
-		b = b[len(b)-n:]
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		s = s[len(s)-n:]
 	}
-	return string(b)
+	return s
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -11,15 +10,14 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 	"k8s.io/client-go/rest"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -30,24 +28,7 @@ type planeEnv struct {
 	URL  string
 	m    *mockoidc.MockOIDC
 	p    *plane
-	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *authtest.LogBuffer
 }
 
 func startPlane(t *testing.T, cfg *rest.Config) *planeEnv {
@@ -61,7 +42,7 @@ func startPlane(t *testing.T, cfg *rest.Config) *planeEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &planeEnv{URL: "http://" + ln.Addr().String(), m: m, logs: &syncBuffer{}}
+	env := &planeEnv{URL: "http://" + ln.Addr().String(), m: m, logs: &authtest.LogBuffer{}}
 	log := slog.New(slog.NewTextHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	pcfg := projection.DefaultConfig()
 	feed := cluster.NewFeed()
@@ -86,41 +67,16 @@ func startPlane(t *testing.T, cfg *rest.Config) *planeEnv {
 	return env
 }
 
-// claimsUser is a mockoidc user with extra ID-token claims.
-type claimsUser struct {
-	sub   string
-	extra map[string]any
-}
-
-func (u claimsUser) ID() string { return u.sub }
-func (u claimsUser) Userinfo([]string) ([]byte, error) {
-	return json.Marshal(map[string]string{"sub": u.sub})
-}
-func (u claimsUser) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
-	b, _ := json.Marshal(base)
-	m := jwt.MapClaims{}
-	_ = json.Unmarshal(b, &m)
-	for k, v := range u.extra {
-		m[k] = v
-	}
-	return m, nil
-}
-
 var (
-	admin       = claimsUser{"u-root", map[string]any{"preferred_username": "root", "owner": "admin"}}
-	acmeMember  = claimsUser{"u-alice", map[string]any{"preferred_username": "alice", "owner": "acme"}}
-	globexAdmin = claimsUser{"u-gina", map[string]any{"preferred_username": "gina", "owner": "globex", "isAdmin": true}}
+	admin       = authtest.User{Subject: "u-root", Extra: map[string]any{"preferred_username": "root", "owner": "admin"}}
+	acmeMember  = authtest.User{Subject: "u-alice", Extra: map[string]any{"preferred_username": "alice", "owner": "acme"}}
+	globexAdmin = authtest.User{Subject: "u-gina", Extra: map[string]any{"preferred_username": "gina", "owner": "globex", "isAdmin": true}}
 )
 
 // token is an ID token for u, valid for ttl (negative: already expired).
-func (env *planeEnv) token(t *testing.T, u claimsUser, ttl time.Duration) string {
+func (env *planeEnv) token(t *testing.T, u authtest.User, ttl time.Duration) string {
 	t.Helper()
-	now := time.Now()
-	claims := jwt.MapClaims{"iss": env.m.Issuer(), "aud": env.m.ClientID, "sub": u.sub, "iat": now.Unix(), "exp": now.Add(ttl).Unix()}
-	for k, v := range u.extra {
-		claims[k] = v
-	}
-	tok, err := env.m.Keypair.SignJWT(claims)
+	tok, err := authtest.IDToken(env.m, u, time.Now(), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +85,7 @@ func (env *planeEnv) token(t *testing.T, u claimsUser, ttl time.Duration) string
 
 // browser signs u in through the real redirect flow and returns a client
 // holding the session cookie.
-func (env *planeEnv) browser(t *testing.T, u claimsUser) *http.Client {
+func (env *planeEnv) browser(t *testing.T, u authtest.User) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
@@ -145,7 +101,7 @@ func (env *planeEnv) browser(t *testing.T, u claimsUser) *http.Client {
 			return c
 		}
 	}
-	t.Fatalf("no session cookie after signing in as %s (last status %d)", u.sub, resp.StatusCode)
+	t.Fatalf("no session cookie after signing in as %s (last status %d)", u.Subject, resp.StatusCode)
 	return nil
 }
 

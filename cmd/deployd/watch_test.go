@@ -1,39 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 )
-
-// watchBuffer is a bytes.Buffer safe for the watch goroutine and the test.
-type watchBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *watchBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *watchBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // watchPlane is a store and a hub behind a tiny handler that checks a bearer
 // token, as the real middleware does.
@@ -99,7 +80,7 @@ func newWatchServer(t *testing.T, current *atomic.Pointer[watchPlane]) *httptest
 	return srv
 }
 
-func waitWatchOutput(t *testing.T, out *watchBuffer, what string, re *regexp.Regexp, n int) {
+func waitWatchOutput(t *testing.T, out *authtest.LogBuffer, what string, re *regexp.Regexp, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for len(re.FindAllString(out.String(), -1)) < n {
@@ -120,7 +101,7 @@ func TestWatch(t *testing.T) {
 	first.apply(t, "hanzo-testnet", "kms", "v0.9.0")
 	srv := newWatchServer(t, &current)
 
-	var stdout, stderr watchBuffer
+	var stdout, stderr authtest.LogBuffer
 	ctx, cancel := context.WithCancel(t.Context())
 	ended := make(chan error, 1)
 	go func() {
@@ -183,7 +164,7 @@ func TestWatchRefused(t *testing.T) {
 	} {
 		t.Setenv("DEPLOYD_SERVER", "")
 		t.Setenv("DEPLOYD_TOKEN", "")
-		var stdout, stderr watchBuffer
+		var stdout, stderr authtest.LogBuffer
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		err := runWatch(ctx, tc.args, &stdout, &stderr)
 		cancel()
@@ -201,7 +182,7 @@ func TestWatchEnvironment(t *testing.T) {
 	srv := newWatchServer(t, &current)
 	t.Setenv("DEPLOYD_SERVER", srv.URL)
 	t.Setenv("DEPLOYD_TOKEN", "admin")
-	var stdout, stderr watchBuffer
+	var stdout, stderr authtest.LogBuffer
 	ctx, cancel := context.WithCancel(t.Context())
 	ended := make(chan error, 1)
 	go func() { ended <- runWatch(ctx, []string{"--name", "iam"}, &stdout, &stderr) }()

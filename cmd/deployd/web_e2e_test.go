@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
@@ -39,14 +40,14 @@ type webDemo struct {
 	d     *demoServer
 	proxy *cutProxy
 	base  string // the URL the browser uses (the proxy's)
-	logs  *syncBuffer
+	logs  *authtest.LogBuffer
 }
 
 func startWebDemo(t *testing.T) *webDemo {
 	t.Helper()
 	requireChromium(t)
 	proxy := listenCutProxy(t)
-	logs := &syncBuffer{}
+	logs := &authtest.LogBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := startDemo(ctx, demoOptions{
 		Listen: "127.0.0.1:0", Seed: webSeed, Apps: webApps, Pace: 0,

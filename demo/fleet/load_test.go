@@ -16,6 +16,7 @@ import (
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/demo/sim"
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/projection/projectiontest"
 )
 
 // The same generated fleet, loaded into a real API server and into the
@@ -61,11 +62,11 @@ func TestLoadRealAndFakeAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := demotest.Summary(direct.Snapshot())
-	if got := demotest.Summary(real.Store.Snapshot()); !slices.Equal(got, want) {
+	want := projectiontest.Summary(direct.Snapshot())
+	if got := projectiontest.Summary(real.Store.Snapshot()); !slices.Equal(got, want) {
 		t.Fatalf("the real API server's projection differs from the rendered fleet's: %s", demotest.FirstDiff(strings.Join(want, "\n"), strings.Join(got, "\n")))
 	}
-	if got := demotest.Summary(fake.Store.Snapshot()); !slices.Equal(got, want) {
+	if got := projectiontest.Summary(fake.Store.Snapshot()); !slices.Equal(got, want) {
 		t.Fatalf("the fake cluster's projection differs from the rendered fleet's: %s", demotest.FirstDiff(strings.Join(want, "\n"), strings.Join(got, "\n")))
 	}
 	if len(want) != fleet.DefaultSize+2 {
