@@ -12,7 +12,7 @@ TOOLS ?= $(shell hack/build-tools.sh --dir)
 FUZZTIME ?= 5s
 export DEPLOYD_TOOLS := $(TOOLS)
 
-.PHONY: all build test unit tools packages vet fuzz fuzz-short bench
+.PHONY: all build test unit tools packages vet fuzz fuzz-short bench coldstart
 
 all: build
 
@@ -48,5 +48,12 @@ fuzz-short:
 fuzz:
 	hack/fuzz-all.sh $(FUZZTIME)
 
+# The figures of BENCHMARKS.md (the cold start against a loaded real API
+# server takes long and runs on its own: make coldstart).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./projection/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 300x ./projection/
+	$(GO) test -run '^$$' -bench ListRoute -benchmem -benchtime 200x ./handlers/
+	$(GO) test -run '^$$' -bench Fanout -benchtime 5s ./stream/
+
+coldstart: tools
+	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench ColdStart -benchtime 1x -timeout 2h ./cmd/deployd/
