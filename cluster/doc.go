@@ -8,13 +8,19 @@
 //   - Closed registry. Only the kinds of projection.Registry are ever read;
 //     Secrets are not among them, so no code path here can read one.
 //   - One watch per kind, cluster-wide, whatever the number of clients.
-//     Objects outside the namespace map are cut to a stub at ingest and never
-//     reach the fold; every object is trimmed to what the fold needs (no
-//     managedFields, no last-applied configuration, no ConfigMap data, no pod
-//     environment), so the informer caches stay small.
-//   - Informer callbacks only decode and enqueue. The Feed's goroutine is the
-//     one writer of the projection.Store: it applies queued changes in
-//     arrival order, in batches, and hands the deltas on.
+//     Built-in kinds are read in protobuf through typed clients (ConfigMaps
+//     and PodDisruptionBudgets as metadata only: their data never crosses
+//     the wire); CRDs through the dynamic client.
+//   - Decoded once, held once. The informer transform turns each object
+//     into the projection's summary (projection.Object) as it arrives; the
+//     informer cache and the projection share that summary, so no full
+//     object (managedFields, last-applied configuration, pod environment)
+//     outlives its decoding. Objects outside the namespace map keep their
+//     identity alone and never reach the fold.
+//   - Informer callbacks only enqueue. The Feed's goroutine is the one
+//     writer of the projection.Store: it applies queued changes in arrival
+//     order, in batches, and hands the deltas on. Ready means every initial
+//     list has been folded, not merely received.
 //   - Goroutines: Watcher.Run owns the informers and the discovery poll and
 //     returns when its context ends, after they stopped; Feed.Run returns
 //     when its context ends. Nothing else is started here.

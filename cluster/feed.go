@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hanzoai/deploy/projection"
 )
@@ -19,6 +20,11 @@ type Feed struct {
 	mu    sync.Mutex
 	queue []projection.Change
 	wake  chan struct{}
+
+	// pushed and applied count changes ever queued and ever folded (and
+	// published): the projection holds everything pushed up to a moment
+	// once applied reaches what pushed was then.
+	pushed, applied atomic.Uint64
 }
 
 // NewFeed returns an empty feed.
@@ -30,12 +36,20 @@ func NewFeed() *Feed {
 func (f *Feed) Push(c projection.Change) {
 	f.mu.Lock()
 	f.queue = append(f.queue, c)
+	f.pushed.Add(1)
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
 	default:
 	}
 }
+
+// Pushed is the number of changes ever queued.
+func (f *Feed) Pushed() uint64 { return f.pushed.Load() }
+
+// Applied is the number of changes ever folded into the store, their deltas
+// published.
+func (f *Feed) Applied() uint64 { return f.applied.Load() }
 
 // Len is the number of changes waiting.
 func (f *Feed) Len() int {
@@ -82,6 +96,7 @@ func (f *Feed) Run(ctx context.Context, store *projection.Store, publish func([]
 			if len(deltas) > 0 && publish != nil {
 				publish(deltas)
 			}
+			f.applied.Add(uint64(len(buf)))
 			if ctx.Err() != nil {
 				return
 			}

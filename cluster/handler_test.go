@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"reflect"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
@@ -16,13 +19,18 @@ func TestHandlerChanges(t *testing.T) {
 	feed := NewFeed()
 	w, _ := NewWatcher(nil, "", feed, Options{Namespaces: projection.DefaultNamespaces()})
 	h := w.handler(projection.KindPod)
-	pod := func(ns, name string) *unstructured.Unstructured {
+	decode := decoder(projection.KindPod, w.opts.Namespaces.Watched, func(u metav1.Object, err error) { t.Errorf("%s: %v", u.GetName(), err) })
+	pod := func(ns, name string) any {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("v1")
 		u.SetKind("Pod")
 		u.SetNamespace(ns)
 		u.SetName(name)
-		return u
+		st, err := decode(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
 	}
 	h.OnAdd(pod("hanzo", "a"), true)
 	h.OnUpdate(pod("hanzo", "a"), pod("hanzo", "a"))
@@ -74,5 +82,70 @@ func TestNotConfigured(t *testing.T) {
 	}
 	if _, err := w.Get(t.Context(), projection.KindUnknown, "hanzo", "x"); err == nil {
 		t.Fatal("a kind outside the registry was read")
+	}
+}
+
+// TestDecoderStoresSummaries: the informer transform turns an object as the
+// API server sends it into the projection's summary before anything stores
+// it; other namespaces and unreadable objects keep only their identity; the
+// informer machinery reads keys and versions from what it stores.
+func TestDecoderStoresSummaries(t *testing.T) {
+	var undecoded []string
+	decode := decoder(projection.KindPod, projection.DefaultNamespaces().Watched, func(u metav1.Object, err error) {
+		undecoded = append(undecoded, u.GetNamespace()+"/"+u.GetName()+": "+err.Error())
+	})
+	full := func(ns, name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{
+				"namespace": ns, "name": name, "uid": "u-" + name, "resourceVersion": "42",
+				"annotations":   map[string]any{projection.AnnotationLastApplied: `{"kind":"Pod"}`},
+				"managedFields": []any{map[string]any{"manager": "kubectl", "operation": "Apply"}},
+			},
+			"spec":   map[string]any{"containers": []any{map[string]any{"name": "app", "image": "ghcr.io/hanzoai/iam:v1"}}},
+			"status": map[string]any{"phase": "Running"},
+		}}
+	}
+
+	in := full("hanzo", "iam-0")
+	out, err := decode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := out.(*stored)
+	if !ok || !st.fold {
+		t.Fatalf("watched pod stored as %#v, want a summary to fold", out)
+	}
+	want, err := projection.DecodeKind(projection.KindPod, full("hanzo", "iam-0").Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.obj, want) {
+		t.Fatalf("stored %+v, want the projection's decoding %+v", st.obj, want)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(st); err != nil || key != "hanzo/iam-0" {
+		t.Fatalf("key %q, %v", key, err)
+	}
+	if m, err := meta.Accessor(st); err != nil || m.GetResourceVersion() != "42" || m.GetUID() != "u-iam-0" {
+		t.Fatalf("accessor %v, %v", m, err)
+	}
+
+	out, _ = decode(full("kube-system", "coredns-0"))
+	if st := out.(*stored); st.fold || st.obj.Spec != nil || st.obj.Name != "coredns-0" || st.obj.ResourceVersion != "42" {
+		t.Fatalf("unwatched pod stored as %+v (fold %v), want its identity only", st.obj, st.fold)
+	}
+
+	bad := full("hanzo", "")
+	out, _ = decode(bad)
+	if st := out.(*stored); st.fold || len(undecoded) != 1 {
+		t.Fatalf("unreadable pod: fold %v, reported %q", st.fold, undecoded)
+	}
+
+	tomb := cache.DeletedFinalStateUnknown{Key: "hanzo/x", Obj: st}
+	if out, _ := decode(tomb); out != tomb {
+		t.Fatalf("tombstone transformed into %#v", out)
+	}
+	if out, _ := decode(st); out != st {
+		t.Fatal("a stored summary was transformed again")
 	}
 }

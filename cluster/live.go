@@ -12,7 +12,7 @@ import (
 )
 
 // Get reads one object of a registry kind from the API server, live (the
-// informer caches hold trimmed objects only). A kind outside the registry
+// informer caches hold summaries only). A kind outside the registry
 // is refused before any request: no ref can reach a Secret.
 func (w *Watcher) Get(ctx context.Context, kind projection.Kind, namespace, name string) (map[string]any, error) {
 	if !kind.InRegistry() {

@@ -9,11 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -38,6 +40,10 @@ type Watcher struct {
 	dyn   dynamic.Interface
 	disco discovery.DiscoveryInterface
 	core  kubernetes.Interface // logs only
+	// typed and meta read the built-in kinds in protobuf (see builtinSource);
+	// nil, every kind is read through dyn.
+	typed kubernetes.Interface
+	meta  metadata.Interface
 	// reason is why there is no client, when there is none.
 	reason string
 
@@ -47,10 +53,17 @@ type Watcher struct {
 	errs      map[projection.Kind]string
 	discErr   string
 	running   bool
+	// syncMark is what the feed had been pushed when every kind had first
+	// synced (marked); caughtUp, once the writer has applied that much.
+	syncMark         uint64
+	marked, caughtUp bool
 }
 
 type kindInformer struct {
-	inf    cache.SharedIndexInformer
+	inf cache.SharedIndexInformer
+	// reg is the handler's registration: synced once the handler has
+	// been handed every object of the initial list.
+	reg    cache.ResourceEventHandlerRegistration
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -85,17 +98,26 @@ func NewWatcher(cfg *rest.Config, reason string, feed *Feed, opts Options) (*Wat
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	core, err := kubernetes.NewForConfig(cfg)
+	proto := rest.CopyConfig(cfg)
+	proto.ContentType = runtime.ContentTypeProtobuf
+	proto.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	core, err := kubernetes.NewForConfig(proto)
 	if err != nil {
 		return nil, fmt.Errorf("clientset: %w", err)
 	}
-	w.dyn, w.disco, w.core = dyn, disco, core
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
+	}
+	w.dyn, w.disco, w.core, w.typed, w.meta = dyn, disco, core, core, meta
 	return w, nil
 }
 
-// NewWatcherForClients builds a watcher over given clients (client-go's
-// fakes in the demo and in tests take the same code path as a real server).
-// core, used for pod logs only, may be nil.
+// NewWatcherForClients builds a watcher over given clients: client-go's
+// fakes in the demo and in tests. Every kind is read through dyn, in the
+// unstructured form the projection decodes itself (a real server's built-in
+// kinds are read typed, to the same summaries). core, used for pod logs
+// only, may be nil.
 func NewWatcherForClients(dyn dynamic.Interface, disco discovery.DiscoveryInterface, core kubernetes.Interface, feed *Feed, opts Options) *Watcher {
 	w, _ := NewWatcher(nil, "", feed, opts)
 	w.dyn, w.disco, w.core, w.reason = dyn, disco, core, ""
@@ -203,8 +225,19 @@ func (w *Watcher) servedKinds() (map[projection.Kind]bool, error) {
 
 func (w *Watcher) startKind(ctx context.Context, k projection.Kind) {
 	gvr := GVR(k)
-	inf := dynamicinformer.NewFilteredDynamicInformer(w.dyn, gvr, "", 0, cache.Indexers{}, nil).Informer()
-	if err := inf.SetTransform(trimmer(k, w.opts.Namespaces.Watched)); err != nil {
+	var inf cache.SharedIndexInformer
+	if w.typed != nil {
+		if lw, example := builtinSource(w.typed, w.meta, k); lw != nil {
+			inf = cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
+		}
+	}
+	if inf == nil {
+		inf = dynamicinformer.NewFilteredDynamicInformer(w.dyn, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	}
+	undecoded := func(obj metav1.Object, err error) {
+		w.opts.Log.Debug("object not decoded", "kind", k.String(), "namespace", obj.GetNamespace(), "name", obj.GetName(), "err", err)
+	}
+	if err := inf.SetTransform(decoder(k, w.opts.Namespaces.Watched, undecoded)); err != nil {
 		w.opts.Log.Error("informer transform", "kind", k, "err", err)
 		return
 	}
@@ -214,12 +247,13 @@ func (w *Watcher) startKind(ctx context.Context, k projection.Kind) {
 		w.mu.Unlock()
 		w.opts.Log.Warn("watch failed; retrying", "kind", k.String(), "err", err)
 	})
-	if _, err := inf.AddEventHandler(w.handler(k)); err != nil {
+	reg, err := inf.AddEventHandler(w.handler(k))
+	if err != nil {
 		w.opts.Log.Error("informer handler", "kind", k, "err", err)
 		return
 	}
 	kctx, cancel := context.WithCancel(ctx)
-	ki := &kindInformer{inf: inf, cancel: cancel, done: make(chan struct{})}
+	ki := &kindInformer{inf: inf, reg: reg, cancel: cancel, done: make(chan struct{})}
 	w.mu.Lock()
 	w.informers[k] = ki
 	w.mu.Unlock()
@@ -244,8 +278,8 @@ func (w *Watcher) stopKind(k projection.Kind) {
 	ki.cancel()
 	<-ki.done
 	for _, obj := range ki.inf.GetStore().List() {
-		if u, ok := obj.(*unstructured.Unstructured); ok && w.opts.Namespaces.Watched(u.GetNamespace()) {
-			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: u.GetNamespace(), Name: u.GetName()}})
+		if st, ok := obj.(*stored); ok && st.fold {
+			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: st.obj.Namespace, Name: st.obj.Name}})
 		}
 	}
 	w.opts.Log.Info("stopped watching: no longer served", "kind", k.String())
@@ -265,20 +299,13 @@ func (w *Watcher) stopAll() {
 	}
 }
 
-// handler converts notifications into changes; it only decodes and
-// enqueues.
+// handler converts notifications into changes; the transform already
+// decoded the objects, so it only enqueues.
 func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
 	upsert := func(obj any) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || !w.opts.Namespaces.Watched(u.GetNamespace()) {
-			return
+		if st, ok := obj.(*stored); ok && st.fold {
+			w.feed.Push(projection.Change{Op: projection.Upsert, Object: st.obj})
 		}
-		o, err := projection.DecodeKind(k, u.Object)
-		if err != nil {
-			w.opts.Log.Debug("object not decoded", "kind", k.String(), "err", err)
-			return
-		}
-		w.feed.Push(projection.Change{Op: projection.Upsert, Object: o})
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { upsert(obj) },
@@ -286,8 +313,8 @@ func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			var ns, name string
 			switch t := obj.(type) {
-			case *unstructured.Unstructured:
-				ns, name = t.GetNamespace(), t.GetName()
+			case *stored:
+				ns, name = t.obj.Namespace, t.obj.Name
 			case cache.DeletedFinalStateUnknown:
 				// The watch missed the deletion; the key is all we trust.
 				var err error
@@ -324,7 +351,8 @@ type Status struct {
 	AppCRD bool
 	// CDCRD: the API server serves CD Applications (apps.hanzo.ai).
 	CDCRD bool
-	// Synced: every running informer has listed, and the App kind's runs.
+	// Synced: every running informer has listed, the App kind's runs, and
+	// the projection holds everything the lists returned.
 	Synced bool
 	// Reason says why the watcher is not ready, "" when it is.
 	Reason string
@@ -347,7 +375,7 @@ func (w *Watcher) Status() Status {
 		ks := KindStatus{Kind: ki.Name, Served: w.served[ki.Kind], Error: w.errs[ki.Kind]}
 		if inf := w.informers[ki.Kind]; inf != nil {
 			ks.Watching = true
-			ks.Synced = inf.inf.HasSynced()
+			ks.Synced = inf.reg.HasSynced()
 			if ks.Synced {
 				ks.Error = ""
 			}
@@ -360,6 +388,20 @@ func (w *Watcher) Status() Status {
 	if _, ok := w.informers[projection.KindApp]; !ok {
 		st.Synced = false
 	}
+	// Every initial list has reached the feed; ready waits until the
+	// writer has folded all of it, so a ready deployd never serves a
+	// fleet half loaded.
+	behind := uint64(0)
+	if st.Synced && !w.caughtUp {
+		if !w.marked {
+			w.syncMark, w.marked = w.feed.Pushed(), true
+		}
+		if applied := w.feed.Applied(); applied >= w.syncMark {
+			w.caughtUp = true
+		} else {
+			st.Synced, behind = false, w.syncMark-applied
+		}
+	}
 	sort.Slice(st.Kinds, func(i, j int) bool { return st.Kinds[i].Kind < st.Kinds[j].Kind })
 	switch {
 	case !w.running:
@@ -368,6 +410,8 @@ func (w *Watcher) Status() Status {
 		st.Reason = "the Kubernetes API server cannot be reached"
 	case !st.AppCRD:
 		st.Reason = "the App CRD (apps.hanzo.ai) is not installed"
+	case behind > 0:
+		st.Reason = fmt.Sprintf("folding the initial lists (%d objects to go)", behind)
 	case !st.Synced:
 		st.Reason = "the caches are not yet synced"
 		for _, ks := range st.Kinds {
@@ -380,19 +424,20 @@ func (w *Watcher) Status() Status {
 	return st
 }
 
-// Cached returns the objects the informer of a kind holds, as trimmed at
-// ingest; nil when the kind is not watched.
-func (w *Watcher) Cached(k projection.Kind) []*unstructured.Unstructured {
+// Cached returns the summaries the informer of a kind holds for watched
+// namespaces (the very objects the projection folded); nil when the kind is
+// not watched.
+func (w *Watcher) Cached(k projection.Kind) []*projection.Object {
 	w.mu.Lock()
 	ki := w.informers[k]
 	w.mu.Unlock()
 	if ki == nil {
 		return nil
 	}
-	var out []*unstructured.Unstructured
+	var out []*projection.Object
 	for _, obj := range ki.inf.GetStore().List() {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			out = append(out, u)
+		if st, ok := obj.(*stored); ok && st.fold {
+			out = append(out, st.obj)
 		}
 	}
 	return out

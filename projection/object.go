@@ -151,17 +151,16 @@ type WorkloadSpec struct {
 
 // PodSpec summarizes a Pod.
 type PodSpec struct {
-	RestartPolicy  string // Always when absent
-	NodeName       string
-	Containers     []Container
-	Phase          string
-	Message        string
-	Ready          bool  // the Ready condition is True
-	StartTime      int64 // Unix seconds
-	InitStatuses   []ContainerStatus
-	Statuses       []ContainerStatus
-	PodIP          string
-	ReadinessGates int
+	RestartPolicy string // Always when absent
+	NodeName      string
+	Containers    []Container
+	Phase         string
+	Message       string
+	Ready         bool  // the Ready condition is True
+	StartTime     int64 // Unix seconds
+	InitStatuses  []ContainerStatus
+	Statuses      []ContainerStatus
+	PodIP         string
 }
 
 // ContainerStatus is the part of a container status health rules read.

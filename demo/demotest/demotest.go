@@ -100,7 +100,7 @@ func (rs *ReadSide) WaitConverged(t testing.TB, dyn dynamic.Interface, timeout t
 }
 
 // ListStore builds a projection from a fresh LIST of every registry kind,
-// trimmed and decoded as the watcher does.
+// decoded as the watcher does.
 func ListStore(ctx context.Context, dyn dynamic.Interface) (*projection.Store, error) {
 	s := projection.NewStore(projection.DefaultConfig())
 	ns := projection.DefaultNamespaces()
@@ -117,7 +117,7 @@ func ListStore(ctx context.Context, dyn dynamic.Interface) (*projection.Store, e
 			if !ns.Watched(item.GetNamespace()) {
 				continue
 			}
-			o, err := projection.DecodeKind(ki.Kind, cluster.Trim(ki.Kind, item.Object, true))
+			o, err := projection.DecodeKind(ki.Kind, item.Object)
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"context"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// Built-in kinds are read in protobuf through typed clients, and the kinds
+// the fold reads only the metadata of (ConfigMap, PodDisruptionBudget) as
+// metadata alone: the API server encodes, and deployd decodes, a fraction of
+// what JSON into unstructured maps costs, and a ConfigMap's data never
+// crosses the wire. CRDs have no protobuf encoding and stay on the dynamic
+// client. decodeBuiltin reads exactly what projection.DecodeKind reads from
+// the same object in JSON; a property test holds the two together.
+
+// builtinSource returns the list-watch and the object type of a kind read
+// through the typed or the metadata client, or nil for a kind read through
+// the dynamic client.
+func builtinSource(cs kubernetes.Interface, md metadata.Interface, k projection.Kind) (*cache.ListWatch, runtime.Object) {
+	switch k {
+	case projection.KindDeployment:
+		c := cs.AppsV1().Deployments(metav1.NamespaceAll)
+		return listWatch(c.List, c.Watch), &appsv1.Deployment{}
+	case projection.KindStatefulSet:
+		c := cs.AppsV1().StatefulSets(metav1.NamespaceAll)
+		return listWatch(c.List, c.Watch), &appsv1.StatefulSet{}
+	case projection.KindReplicaSet:
+		c := cs.AppsV1().ReplicaSets(metav1.NamespaceAll)
+		return listWatch(c.List, c.Watch), &appsv1.ReplicaSet{}
+	case projection.KindPod:
+		c := cs.CoreV1().Pods(metav1.NamespaceAll)
+		return listWatch(c.List, c.Watch), &corev1.Pod{}
+	case projection.KindService:
+		c := cs.CoreV1().Services(metav1.NamespaceAll)
+		return listWatch(c.List, c.Watch), &corev1.Service{}
+	case projection.KindIngress:
+		c := cs.NetworkingV1().Ingresses(metav1.NamespaceAll)
+		return listWatch(c.List, c.Watch), &networkingv1.Ingress{}
+	case projection.KindHPA:
+		c := cs.AutoscalingV2().HorizontalPodAutoscalers(metav1.NamespaceAll)
+		return listWatch(c.List, c.Watch), &autoscalingv2.HorizontalPodAutoscaler{}
+	case projection.KindConfigMap, projection.KindPDB:
+		c := md.Resource(GVR(k)).Namespace(metav1.NamespaceAll)
+		return listWatch(c.List, c.Watch), &metav1.PartialObjectMetadata{}
+	}
+	return nil, nil
+}
+
+func listWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error), watch func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) },
+		WatchFuncWithContext: watch,
+	}
+}
+
+// decodeBuiltin summarizes a typed object (or an object's metadata) of kind
+// k; ok is false for a type that is not one of k's.
+func decodeBuiltin(k projection.Kind, obj metav1.Object) (o *projection.Object, ok bool) {
+	o = &projection.Object{
+		Kind:            k,
+		Namespace:       obj.GetNamespace(),
+		Name:            obj.GetName(),
+		UID:             string(obj.GetUID()),
+		ResourceVersion: obj.GetResourceVersion(),
+		Generation:      obj.GetGeneration(),
+		Created:         unix(obj.GetCreationTimestamp()),
+		Deleting:        obj.GetDeletionTimestamp() != nil,
+		Labels:          projection.MakeLabels(obj.GetLabels()),
+		Owners:          owners(obj.GetOwnerReferences()),
+	}
+	ann := obj.GetAnnotations()
+	switch t := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		ok = k == projection.KindConfigMap || k == projection.KindPDB
+	case *appsv1.Deployment:
+		w := workload(t.Spec.Replicas, t.Spec.Selector, &t.Spec.Template, ann)
+		w.Paused = t.Spec.Paused
+		st := &t.Status
+		w.ObservedGeneration, w.StatusReplicas, w.UpdatedReplicas = st.ObservedGeneration, st.Replicas, st.UpdatedReplicas
+		w.ReadyReplicas, w.AvailableReplicas = st.ReadyReplicas, st.AvailableReplicas
+		w.Conditions = conditions(st.Conditions, func(c appsv1.DeploymentCondition) projection.Condition {
+			return projection.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+		})
+		o.Spec, ok = w, k == projection.KindDeployment
+	case *appsv1.StatefulSet:
+		w := workload(t.Spec.Replicas, t.Spec.Selector, &t.Spec.Template, ann)
+		w.UpdateStrategy = string(t.Spec.UpdateStrategy.Type)
+		if ru := t.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+			w.RollingUpdate = true
+			if ru.Partition != nil {
+				p := *ru.Partition
+				w.Partition = &p
+			}
+		}
+		st := &t.Status
+		w.ObservedGeneration, w.StatusReplicas, w.UpdatedReplicas = st.ObservedGeneration, st.Replicas, st.UpdatedReplicas
+		w.ReadyReplicas, w.AvailableReplicas, w.CurrentReplicas = st.ReadyReplicas, st.AvailableReplicas, st.CurrentReplicas
+		w.CurrentRevision, w.UpdateRevision = st.CurrentRevision, st.UpdateRevision
+		w.Conditions = conditions(st.Conditions, func(c appsv1.StatefulSetCondition) projection.Condition {
+			return projection.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+		})
+		o.Spec, ok = w, k == projection.KindStatefulSet
+	case *appsv1.ReplicaSet:
+		w := workload(t.Spec.Replicas, t.Spec.Selector, &t.Spec.Template, ann)
+		st := &t.Status
+		w.ObservedGeneration, w.StatusReplicas = st.ObservedGeneration, st.Replicas
+		w.ReadyReplicas, w.AvailableReplicas = st.ReadyReplicas, st.AvailableReplicas
+		w.Conditions = conditions(st.Conditions, func(c appsv1.ReplicaSetCondition) projection.Condition {
+			return projection.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+		})
+		o.Spec, ok = w, k == projection.KindReplicaSet
+	case *corev1.Pod:
+		o.Spec, ok = pod(t), k == projection.KindPod
+	case *corev1.Service:
+		o.Spec = &projection.ServiceSpec{Type: string(t.Spec.Type), Ingresses: len(t.Status.LoadBalancer.Ingress)}
+		ok = k == projection.KindService
+	case *networkingv1.Ingress:
+		in := &projection.IngressSpec{Ingresses: len(t.Status.LoadBalancer.Ingress), TLS: len(t.Spec.TLS) > 0}
+		for _, r := range t.Spec.Rules {
+			if r.Host != "" {
+				in.Hosts = append(in.Hosts, r.Host)
+			}
+		}
+		o.Spec, ok = in, k == projection.KindIngress
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		o.Spec = &projection.HPASpec{Conditions: conditions(t.Status.Conditions, func(c autoscalingv2.HorizontalPodAutoscalerCondition) projection.Condition {
+			return projection.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+		})}
+		ok = k == projection.KindHPA
+	}
+	return o, ok
+}
+
+// workload reads what Deployments, StatefulSets and ReplicaSets share.
+func workload(replicas *int32, sel *metav1.LabelSelector, tmpl *corev1.PodTemplateSpec, ann map[string]string) *projection.WorkloadSpec {
+	w := &projection.WorkloadSpec{
+		Selector:    selector(sel),
+		Containers:  containers(tmpl.Spec.Containers),
+		Revision:    ann[projection.AnnotationRevision],
+		RestartedAt: tmpl.Annotations[projection.AnnotationRestartedAt],
+	}
+	if replicas != nil {
+		r := *replicas
+		w.Replicas = &r
+	}
+	if id, err := strconv.ParseInt(w.Revision, 10, 64); err == nil && id > 0 {
+		w.RevisionID = id
+	}
+	return w
+}
+
+func pod(p *corev1.Pod) *projection.PodSpec {
+	out := &projection.PodSpec{
+		RestartPolicy: string(p.Spec.RestartPolicy),
+		NodeName:      p.Spec.NodeName,
+		Containers:    containers(p.Spec.Containers),
+		Phase:         string(p.Status.Phase),
+		Message:       p.Status.Message,
+		InitStatuses:  containerStatuses(p.Status.InitContainerStatuses),
+		Statuses:      containerStatuses(p.Status.ContainerStatuses),
+		PodIP:         p.Status.PodIP,
+	}
+	if p.Status.StartTime != nil {
+		out.StartTime = unix(*p.Status.StartTime)
+	}
+	if out.RestartPolicy == "" {
+		out.RestartPolicy = string(corev1.RestartPolicyAlways)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Ready = c.Status == corev1.ConditionTrue
+			break
+		}
+	}
+	return out
+}
+
+func containers(list []corev1.Container) []projection.Container {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]projection.Container, len(list))
+	for i, c := range list {
+		out[i] = projection.Container{Name: c.Name, Image: c.Image}
+	}
+	return out
+}
+
+func containerStatuses(list []corev1.ContainerStatus) []projection.ContainerStatus {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]projection.ContainerStatus, len(list))
+	for i, c := range list {
+		cs := projection.ContainerStatus{Name: c.Name, Image: c.Image, Ready: c.Ready, RestartCount: c.RestartCount}
+		if w := c.State.Waiting; w != nil {
+			cs.Waiting, cs.WaitingReason, cs.WaitingMessage = true, w.Reason, w.Message
+		}
+		cs.Running = c.State.Running != nil
+		cs.Terminated = terminated(c.State.Terminated)
+		cs.LastTerminated = terminated(c.LastTerminationState.Terminated)
+		out[i] = cs
+	}
+	return out
+}
+
+func terminated(t *corev1.ContainerStateTerminated) *projection.Terminated {
+	if t == nil {
+		return nil
+	}
+	return &projection.Terminated{Reason: t.Reason, Message: t.Message, ExitCode: t.ExitCode}
+}
+
+func selector(sel *metav1.LabelSelector) projection.Selector {
+	if sel == nil {
+		return projection.Selector{}
+	}
+	out := projection.Selector{MatchLabels: projection.MakeLabels(sel.MatchLabels)}
+	for _, r := range sel.MatchExpressions {
+		op := string(r.Operator)
+		switch r.Operator {
+		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:
+		default:
+			out.Invalid = true
+		}
+		var values []string
+		if len(r.Values) > 0 {
+			values = append(values, r.Values...)
+		}
+		out.Expressions = append(out.Expressions, projection.Requirement{Key: r.Key, Operator: op, Values: values})
+	}
+	return out
+}
+
+func owners(refs []metav1.OwnerReference) []projection.OwnerRef {
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]projection.OwnerRef, len(refs))
+	for i, r := range refs {
+		out[i] = projection.OwnerRef{Kind: r.Kind, Name: r.Name, UID: string(r.UID), Controller: r.Controller != nil && *r.Controller}
+	}
+	return out
+}
+
+func conditions[C any](list []C, conv func(C) projection.Condition) []projection.Condition {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]projection.Condition, len(list))
+	for i, c := range list {
+		out[i] = conv(c)
+	}
+	return out
+}
+
+// unix is a timestamp in Unix seconds, 0 when unset.
+func unix(t metav1.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}

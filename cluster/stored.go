@@ -1,0 +1,110 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// stored is what an informer's cache holds for one object: the projection's
+// own summary of it. The informer and the projection share it (neither
+// mutates an Object), so an object costs one compact summary however many
+// hold it, and it is decoded once, when it arrives. Objects of namespaces
+// outside the map, and objects that could not be read, keep their identity
+// alone and produce no changes.
+type stored struct {
+	obj  *projection.Object
+	fold bool // in a watched namespace, and decoded
+}
+
+// decoder returns the informer transform of one kind: the object as it came
+// from the API server (unstructured, typed, or its metadata alone) becomes
+// its summary before anything stores it, so no full object (managedFields,
+// annotations, specs) outlives its decoding.
+func decoder(kind projection.Kind, watched func(namespace string) bool, undecoded func(obj metav1.Object, err error)) cache.TransformFunc {
+	return func(in any) (any, error) {
+		var id metav1.Object
+		var o *projection.Object
+		var err error
+		switch t := in.(type) {
+		case *stored:
+			return t, nil // already transformed
+		case *unstructured.Unstructured:
+			id = t
+			if watched(t.GetNamespace()) {
+				o, err = projection.DecodeKind(kind, t.Object)
+			}
+		case metav1.Object:
+			id = t
+			if watched(t.GetNamespace()) {
+				var ok bool
+				if o, ok = decodeBuiltin(kind, t); !ok {
+					o, err = nil, fmt.Errorf("%T is not a %s", in, kind)
+				} else if o.Name == "" {
+					o, err = nil, errors.New("object has no metadata.name")
+				}
+			}
+		default:
+			return in, nil // a tombstone
+		}
+		if o != nil {
+			return &stored{obj: o, fold: true}, nil
+		}
+		if err != nil {
+			undecoded(id, err)
+		}
+		return &stored{obj: &projection.Object{
+			Kind: kind, Namespace: id.GetNamespace(), Name: id.GetName(),
+			UID: string(id.GetUID()), ResourceVersion: id.GetResourceVersion(),
+		}}, nil
+	}
+}
+
+// The informer machinery reads an object's identity and version through
+// metav1.Object (keys, and telling a relist's unchanged objects from
+// updates); the rest of the interface reads as empty and ignores writes.
+var (
+	_ metav1.Object  = (*stored)(nil)
+	_ runtime.Object = (*stored)(nil)
+)
+
+func (s *stored) GetNamespace() string                          { return s.obj.Namespace }
+func (s *stored) GetName() string                               { return s.obj.Name }
+func (s *stored) GetUID() types.UID                             { return types.UID(s.obj.UID) }
+func (s *stored) GetResourceVersion() string                    { return s.obj.ResourceVersion }
+func (s *stored) GetGeneration() int64                          { return s.obj.Generation }
+func (s *stored) GetGenerateName() string                       { return "" }
+func (s *stored) GetSelfLink() string                           { return "" }
+func (s *stored) GetCreationTimestamp() metav1.Time             { return metav1.Time{} }
+func (s *stored) GetDeletionTimestamp() *metav1.Time            { return nil }
+func (s *stored) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (s *stored) GetLabels() map[string]string                  { return nil }
+func (s *stored) GetAnnotations() map[string]string             { return nil }
+func (s *stored) GetFinalizers() []string                       { return nil }
+func (s *stored) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (s *stored) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (s *stored) SetNamespace(string)                           {}
+func (s *stored) SetName(string)                                {}
+func (s *stored) SetGenerateName(string)                        {}
+func (s *stored) SetUID(types.UID)                              {}
+func (s *stored) SetResourceVersion(string)                     {}
+func (s *stored) SetGeneration(int64)                           {}
+func (s *stored) SetSelfLink(string)                            {}
+func (s *stored) SetCreationTimestamp(metav1.Time)              {}
+func (s *stored) SetDeletionTimestamp(*metav1.Time)             {}
+func (s *stored) SetDeletionGracePeriodSeconds(*int64)          {}
+func (s *stored) SetLabels(map[string]string)                   {}
+func (s *stored) SetAnnotations(map[string]string)              {}
+func (s *stored) SetFinalizers([]string)                        {}
+func (s *stored) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (s *stored) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+func (s *stored) GetObjectKind() schema.ObjectKind              { return schema.EmptyObjectKind }
+func (s *stored) DeepCopyObject() runtime.Object                { c := *s; return &c }
