@@ -46,6 +46,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	setMemoryLimit(log, cgroupMemoryMax)
 	pcfg, err := projectionConfig(*namespaces)
 	if err != nil {
 		return err
