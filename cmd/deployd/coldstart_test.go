@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// BenchmarkColdStart measures deployd's cold start against a real API
+// server holding a large fleet: the time from the process's start to ready
+// (every cache synced, /v1/deploy/health 200) and its memory when ready.
+// The fleet is generated and loaded first (not timed):
+// DEPLOYD_COLDSTART_APPS Apps (default 10,000), each with
+// DEPLOYD_COLDSTART_REPLICAS pods (default 10) — about 200,000 objects.
+// Loading takes long (the API server writes every object and its status);
+// run it on its own:
+//
+//	go test -run '^$' -bench ColdStart -benchtime 1x -timeout 2h ./cmd/deployd/
+//
+// With DEPLOYD_COLDSTART_KUBECONFIG set, it measures against the cluster
+// that kubeconfig names, as it is (a real fleet, or one loaded before).
+func BenchmarkColdStart(b *testing.B) {
+	if kc := os.Getenv("DEPLOYD_COLDSTART_KUBECONFIG"); kc != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		objects := countObjects(b, cfg)
+		b.Logf("the cluster holds %d objects of the registry's kinds", objects)
+		measureColdStart(b, kc, objects)
+		return
+	}
+	apps := envInt(b, "DEPLOYD_COLDSTART_APPS", 10_000)
+	replicas := envInt(b, "DEPLOYD_COLDSTART_REPLICAS", 10)
+	c := clustertest.Start(b)
+	var gen []fleet.App
+	for _, a := range fleet.Generate(1, apps) {
+		if a.Kind == fleet.KindApp && a.Replicas > 0 {
+			a.Replicas = int32(replicas)
+			a.Autoscale = nil
+		}
+		gen = append(gen, a)
+	}
+	objs := fleet.RenderAll(gen)
+	dyn, err := dynamic.NewForConfig(fleet.FastConfig(c.Config))
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if err := fleet.NewLoader(dyn).Load(b.Context(), objs); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("loaded %d objects (%d Apps) into the API server in %s", len(objs), apps, time.Since(start).Round(time.Second))
+	measureColdStart(b, c.Kubeconfig, len(objs))
+}
+
+// measureColdStart builds deployd and starts it b.N times against the
+// cluster of kubeconfig, which holds objects objects.
+func measureColdStart(b *testing.B, kubeconfig string, objects int) {
+	bin := filepath.Join(b.TempDir(), "deployd")
+	if out, err := exec.Command("bash", "../../hack/build.sh", bin).CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ready, rss, hwm := coldStart(b, bin, kubeconfig)
+		b.ReportMetric(ready.Seconds(), "s-to-ready")
+		b.ReportMetric(float64(rss)/(1<<20), "MiB-rss-ready")
+		b.ReportMetric(float64(hwm)/(1<<20), "MiB-peak-rss")
+		b.ReportMetric(float64(rss)/float64(objects), "B-rss/object")
+	}
+}
+
+// countObjects counts the objects of the registry's kinds the cluster
+// holds, by their metadata.
+func countObjects(b *testing.B, cfg *rest.Config) int {
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, ki := range projection.Registry() {
+		list, err := md.Resource(cluster.GVR(ki.Kind)).List(b.Context(), metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(list.Items)
+	}
+	return n
+}
+
+// coldStart runs the binary against the kubeconfig and measures it.
+func coldStart(b *testing.B, bin, kubeconfig string) (ready time.Duration, rss, hwm int64) {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--kubeconfig", kubeconfig)
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "DEPLOY_PUBLIC_URL=")
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := start.Add(20 * time.Minute)
+	for {
+		resp, err := client.Get("http://" + addr + "/v1/deploy/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("deployd was not ready in 20 minutes")
+		}
+		time.Sleep(10 * time.Millisecond) // a probe's interval: ready is measured to it
+	}
+	ready = time.Since(start)
+	rss, hwm = procMemory(b, cmd.Process.Pid)
+	return ready, rss, hwm
+}
+
+// procMemory reads a process's resident set and its peak from /proc.
+func procMemory(b *testing.B, pid int) (rss, hwm int64) {
+	b.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			hwm = kb << 10
+		}
+	}
+	return rss, hwm
+}
+
+func envInt(b *testing.B, key string, def int) int {
+	b.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive number", key, v)
+	}
+	return n
+}
