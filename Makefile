@@ -51,7 +51,8 @@ fuzz:
 # The figures of BENCHMARKS.md (the cold start against a loaded real API
 # server takes long and runs on its own: make coldstart).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 300x ./projection/
+	$(GO) test -run '^$$' -bench 'Apply|List|Derive' -benchmem -benchtime 300x ./projection/
+	$(GO) test -run '^$$' -bench 'Load' -benchmem -benchtime 3x ./projection/
 	$(GO) test -run '^$$' -bench ListRoute -benchmem -benchtime 200x ./handlers/
 	$(GO) test -run '^$$' -bench Fanout -benchtime 5s ./stream/
 

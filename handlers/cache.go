@@ -1,8 +1,8 @@
 package handlers
 
 import (
+	"bufio"
 	"bytes"
-	"compress/gzip"
 	"io"
 	"net/http"
 	"strconv"
@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/klauspost/compress/gzip"
 	"github.com/labstack/echo/v4"
 )
 
@@ -34,7 +35,7 @@ func newResponseCache(entries int) *responseCache {
 	rc := &responseCache{maxBytes: 256 << 20}
 	rc.lru, _ = lru.NewWithEvict(entries, func(_ string, v *cachedBody) {
 		rc.mu.Lock()
-		rc.bytes -= int64(len(v.body) + len(v.gzipped))
+		rc.bytes -= v.size()
 		rc.mu.Unlock()
 	})
 	return rc
@@ -43,12 +44,12 @@ func newResponseCache(entries int) *responseCache {
 func (rc *responseCache) get(key string) (*cachedBody, bool) { return rc.lru.Get(key) }
 
 func (rc *responseCache) add(key string, b *cachedBody) {
-	if int64(len(b.body)) > rc.maxBytes/4 {
+	if b.size() > rc.maxBytes/4 {
 		return // one body may not crowd out the rest
 	}
 	rc.lru.Add(key, b)
 	rc.mu.Lock()
-	rc.bytes += int64(len(b.body))
+	rc.bytes += b.size()
 	over := rc.bytes > rc.maxBytes
 	rc.mu.Unlock()
 	for over {
@@ -60,6 +61,10 @@ func (rc *responseCache) add(key string, b *cachedBody) {
 		rc.mu.Unlock()
 	}
 }
+
+// size is what the entry holds, in bytes. The gzip form is counted when it
+// is made (under the cache's lock), so size must be read under it too.
+func (b *cachedBody) size() int64 { return int64(len(b.body) + len(b.gzipped)) }
 
 func (b *cachedBody) gzip(rc *responseCache) []byte {
 	b.gzipOnce.Do(func() {
@@ -96,19 +101,43 @@ func (s *Server) respondCached(c echo.Context, rev uint64, key string, render fu
 	return s.writeBody(c, cb)
 }
 
-// respondStreamed is respondCached for a body written straight to the
-// client: a body already rendered for the key is sent as it is; otherwise
-// write produces it without a copy being kept.
+// respondStreamed is respondCached for a body too large to copy: it is
+// written straight to the client as it is produced. A client that takes
+// gzip gets it compressed on the way, and the compressed form is kept for
+// the revision (it is a tenth of the size); a plain one is produced again.
 func (s *Server) respondStreamed(c echo.Context, rev uint64, key string, write func(io.Writer) error) error {
 	if notModified(c, rev) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	if cb, ok := s.cache.get(key + "@" + strconv.FormatUint(rev, 10)); ok {
-		return s.writeBody(c, cb)
+	h := c.Response().Header()
+	if !acceptsGzip(c.Request()) {
+		h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		c.Response().WriteHeader(http.StatusOK)
+		return write(c.Response())
 	}
-	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	key = key + "|gzip@" + strconv.FormatUint(rev, 10)
+	h.Set(echo.HeaderContentEncoding, "gzip")
+	if cb, ok := s.cache.get(key); ok {
+		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, cb.gzipped)
+	}
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().WriteHeader(http.StatusOK)
-	return write(c.Response())
+	var kept bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(io.MultiWriter(c.Response(), &kept), gzip.BestSpeed)
+	bw := bufio.NewWriterSize(zw, 256<<10) // rows are small: compress in large steps
+	if err := write(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	cb := &cachedBody{gzipped: kept.Bytes()}
+	cb.gzipOnce.Do(func() {}) // it has no plain form to compress
+	s.cache.add(key, cb)
+	return nil
 }
 
 // notModified sets the caching headers of an answer at revision rev (the

@@ -125,24 +125,29 @@ func TestETagAndGzip(t *testing.T) {
 	if r3.code != http.StatusOK || !strings.Contains(r3.body, `"name":"new"`) {
 		t.Fatalf("after a change: %d", r3.code)
 	}
-	req, _ := http.NewRequest(http.MethodGet, env.URL+"/v1/deploy/applications", nil)
-	req.Header.Set("Authorization", "Bearer "+root)
-	req.Header.Set("Accept-Encoding", "gzip")
-	resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.Header.Get("Content-Encoding") != "gzip" {
-		t.Fatalf("Content-Encoding %q, want gzip", resp.Header.Get("Content-Encoding"))
-	}
-	zr, err := gzip.NewReader(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, _ := io.ReadAll(zr)
-	if !bytes.Equal(plain, []byte(r3.body)) {
-		t.Fatal("the gzipped list differs from the plain one")
+	// The fleet-wide list is compressed on the way the first time and
+	// served from the kept compressed form the second: both decode to the
+	// plain list.
+	for i := range 2 {
+		req, _ := http.NewRequest(http.MethodGet, env.URL+"/v1/deploy/applications", nil)
+		req.Header.Set("Authorization", "Bearer "+root)
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Header.Get("Content-Encoding") != "gzip" {
+			t.Fatalf("request %d: Content-Encoding %q, want gzip", i, resp.Header.Get("Content-Encoding"))
+		}
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, _ := io.ReadAll(zr)
+		resp.Body.Close()
+		if !bytes.Equal(plain, []byte(r3.body)) {
+			t.Fatalf("request %d: the gzipped list differs from the plain one", i)
+		}
 	}
 }
 
