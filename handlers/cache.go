@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"bufio"
 	"bytes"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,9 +12,10 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// responseCache keeps rendered bodies per (scope, route, query, revision):
-// a list is assembled once per revision and view, however many clients ask.
-// It is bounded by entry count and by total bytes.
+// responseCache keeps rendered bodies per (scope, route, query, revision),
+// rendered once however many clients ask, and the compressed runs lists
+// are spliced from (gzlist.go). It is bounded by entry count and by total
+// bytes.
 type responseCache struct {
 	lru      *lru.Cache[string, *cachedBody]
 	mu       sync.Mutex
@@ -24,11 +23,13 @@ type responseCache struct {
 	maxBytes int64
 }
 
-// cachedBody is one rendered body and, made on first demand, its gzip form.
+// cachedBody is one rendered body and, made on first demand, its gzip form;
+// or a compressed run of a list (see gzlist.go), then gzipped is its blocks.
 type cachedBody struct {
 	body     []byte
 	gzipOnce sync.Once
 	gzipped  []byte
+	run      *gzRun
 }
 
 func newResponseCache(entries int) *responseCache {
@@ -99,45 +100,6 @@ func (s *Server) respondCached(c echo.Context, rev uint64, key string, render fu
 		s.cache.add(key, cb)
 	}
 	return s.writeBody(c, cb)
-}
-
-// respondStreamed is respondCached for a body too large to copy: it is
-// written straight to the client as it is produced. A client that takes
-// gzip gets it compressed on the way, and the compressed form is kept for
-// the revision (it is a tenth of the size); a plain one is produced again.
-func (s *Server) respondStreamed(c echo.Context, rev uint64, key string, write func(io.Writer) error) error {
-	if notModified(c, rev) {
-		return c.NoContent(http.StatusNotModified)
-	}
-	h := c.Response().Header()
-	if !acceptsGzip(c.Request()) {
-		h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		c.Response().WriteHeader(http.StatusOK)
-		return write(c.Response())
-	}
-	key = key + "|gzip@" + strconv.FormatUint(rev, 10)
-	h.Set(echo.HeaderContentEncoding, "gzip")
-	if cb, ok := s.cache.get(key); ok {
-		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, cb.gzipped)
-	}
-	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	c.Response().WriteHeader(http.StatusOK)
-	var kept bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(io.MultiWriter(c.Response(), &kept), gzip.BestSpeed)
-	bw := bufio.NewWriterSize(zw, 256<<10) // rows are small: compress in large steps
-	if err := write(bw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	cb := &cachedBody{gzipped: kept.Bytes()}
-	cb.gzipOnce.Do(func() {}) // it has no plain form to compress
-	s.cache.add(key, cb)
-	return nil
 }
 
 // notModified sets the caching headers of an answer at revision rev (the

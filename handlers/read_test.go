@@ -143,8 +143,11 @@ func TestETagAndGzip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plain, _ := io.ReadAll(zr)
+		plain, err := io.ReadAll(zr)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("request %d: decoding: %v", i, err)
+		}
 		if !bytes.Equal(plain, []byte(r3.body)) {
 			t.Fatalf("request %d: the gzipped list differs from the plain one", i)
 		}

@@ -330,9 +330,7 @@ func AppendApplicationList(dst []byte, rev uint64, rows iter.Seq[*App]) []byte {
 		}
 		dst = make([]byte, 0, n)
 	}
-	dst = append(dst, `{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationList","metadata":{"resourceVersion":"`...)
-	dst = strconv.AppendUint(dst, rev, 10)
-	dst = append(dst, `"},"items":[`...)
+	dst = AppendApplicationListHead(dst, rev)
 	first := true
 	for a := range rows {
 		if !first {
@@ -341,16 +339,26 @@ func AppendApplicationList(dst []byte, rev uint64, rows iter.Seq[*App]) []byte {
 		first = false
 		dst = append(dst, a.ApplicationJSON()...)
 	}
-	return append(dst, "]}"...)
+	return append(dst, ApplicationListTail...)
 }
+
+// AppendApplicationListHead appends what an ApplicationList at revision rev
+// says before its first item; the items follow, separated by commas, then
+// ApplicationListTail.
+func AppendApplicationListHead(dst []byte, rev uint64) []byte {
+	dst = append(dst, `{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationList","metadata":{"resourceVersion":"`...)
+	dst = strconv.AppendUint(dst, rev, 10)
+	return append(dst, `"},"items":[`...)
+}
+
+// ApplicationListTail closes an ApplicationList.
+const ApplicationListTail = "]}"
 
 // WriteApplicationList writes what AppendApplicationList appends, row by row
 // to w, without assembling the list in memory.
 func WriteApplicationList(w io.Writer, rev uint64, rows iter.Seq[*App]) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteString(`{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationList","metadata":{"resourceVersion":"`)
-	bw.WriteString(strconv.FormatUint(rev, 10))
-	bw.WriteString(`"},"items":[`)
+	bw.Write(AppendApplicationListHead(bw.AvailableBuffer(), rev))
 	first := true
 	for a := range rows {
 		if !first {
@@ -359,6 +367,6 @@ func WriteApplicationList(w io.Writer, rev uint64, rows iter.Seq[*App]) error {
 		first = false
 		bw.Write(a.ApplicationJSON())
 	}
-	bw.WriteString("]}")
+	bw.WriteString(ApplicationListTail)
 	return bw.Flush()
 }

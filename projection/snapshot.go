@@ -19,6 +19,7 @@ type Snapshot struct {
 	namespaces []NamespaceRows // sorted by namespace
 	envs       map[string][]int
 	cd         []*App // CD Application rows, sorted by key
+	cdVersion  uint64 // the revision at which cd last changed
 	projects   []Project
 	count      int
 }
@@ -34,6 +35,9 @@ type NamespaceRows struct {
 	// Tenant are the rows the org's members see: those of Rows carrying
 	// the org's label. Empty for a platform namespace.
 	Tenant []*App
+	// Version is the revision at which Rows (and so Tenant) last changed:
+	// what was read off them before is still true while it stands.
+	Version uint64
 }
 
 // Project is an AppProject.
@@ -85,10 +89,7 @@ func (s *Snapshot) Env(env string) iter.Seq[*App] {
 // Tenant returns the rows a member of org sees: the rows of namespace
 // prefix+org carrying the label hanzo.ai/org=org, sorted. O(log namespaces).
 func (s *Snapshot) Tenant(prefix, org string) []*App {
-	if org == "" {
-		return nil
-	}
-	if nr := s.namespace(prefix + org); nr != nil && nr.Org == org {
+	if nr := s.TenantNamespace(prefix, org); nr != nil {
 		return nr.Tenant
 	}
 	return nil
@@ -96,6 +97,21 @@ func (s *Snapshot) Tenant(prefix, org string) []*App {
 
 // CDApplications returns the CD Application rows, sorted.
 func (s *Snapshot) CDApplications() []*App { return s.cd }
+
+// CDVersion is the revision at which the CD Application rows last changed.
+func (s *Snapshot) CDVersion() uint64 { return s.cdVersion }
+
+// TenantNamespace returns the namespace rows whose Tenant part a member of
+// org sees (see Tenant), or nil.
+func (s *Snapshot) TenantNamespace(prefix, org string) *NamespaceRows {
+	if org == "" {
+		return nil
+	}
+	if nr := s.namespace(prefix + org); nr != nil && nr.Org == org {
+		return nr
+	}
+	return nil
+}
 
 // Projects returns the AppProjects, sorted by (namespace, name).
 func (s *Snapshot) Projects() []Project { return s.projects }
@@ -145,7 +161,7 @@ func findRow(rows []*App, k AppKey) *App {
 // only the namespaces the deltas touch are rebuilt.
 func (s *Store) publish(deltas []Delta) {
 	prev := s.snap.Load()
-	next := &Snapshot{Revision: s.rev, Base: prev.Base, cd: prev.cd, projects: prev.projects, envs: prev.envs}
+	next := &Snapshot{Revision: s.rev, Base: prev.Base, cd: prev.cd, cdVersion: prev.cdVersion, projects: prev.projects, envs: prev.envs}
 
 	// The changed keys, grouped by namespace: one reused buffer sorted by
 	// key (the deltas of each row kind come sorted already).
@@ -181,6 +197,7 @@ func (s *Store) publish(deltas []Delta) {
 	}
 	if len(cdChanged) > 0 {
 		next.cd = mergeRows(prev.cd, cdChanged, func(k AppKey) *App { return s.cds[k] })
+		next.cdVersion = s.rev
 	}
 	if s.projects {
 		next.projects = s.projectList()
@@ -232,7 +249,7 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKe
 				continue
 			}
 			env, org, _ := s.cfg.Namespaces.Env(ns)
-			out = append(out, NamespaceRows{Namespace: ns, Env: env, Org: org, Rows: rows, Tenant: tenantRows(rows, org)})
+			out = append(out, NamespaceRows{Namespace: ns, Env: env, Org: org, Rows: rows, Tenant: tenantRows(rows, org), Version: s.rev})
 		}
 	}
 	return out
@@ -260,7 +277,7 @@ func (s *Store) replaceRows(old *NamespaceRows, changed []AppKey) (NamespaceRows
 		allOrg = allOrg && a.Org == old.Org
 	}
 	nr := *old
-	nr.Rows = rows
+	nr.Rows, nr.Version = rows, s.rev
 	switch {
 	case old.Org == "":
 		nr.Tenant = nil

@@ -271,6 +271,18 @@ func TestWebDashboard(t *testing.T) {
 	b.signIn(w.base, demoSuperAdmin)
 	b.do("open "+key, chromedp.Navigate(w.base+"/?app="+key))
 	b.waitFor("the write buttons", `document.querySelector('#app-actions')?.dataset.canWrite === 'yes' && !!document.querySelector('[data-write="sync"]')`, 20*time.Second)
+	// The fleet-wide list, as the browser takes it (gzip, spliced from
+	// per-namespace runs), decodes to every namespace's rows.
+	listed := eval[[]string](b, `fetch('/v1/deploy/applications').then(async r => [r.status + ' ' + (r.headers.get('content-encoding') || 'identity'),
+		...(await r.json()).items.map(i => i.metadata.namespace + '/' + i.metadata.name)])`)
+	if listed[0] != "200 gzip" {
+		t.Fatalf("the fleet-wide list reached the browser as %q, want 200 gzip", listed[0])
+	}
+	for _, k := range append(acmeRows(), key) {
+		if !slices.Contains(listed[1:], k) {
+			t.Fatalf("the fleet-wide list decoded by the browser lacks %s (%d rows)", k, len(listed)-1)
+		}
+	}
 	rollback := fmt.Sprintf(`#history tr[data-revision=%q] button[data-write="rollback"]`, app.Tag)
 	b.waitFor("the rollback button of "+app.Tag, fmt.Sprintf(`!!document.querySelector(%s)`, js(rollback)), 10*time.Second)
 	b.waitFor("the running tag", fmt.Sprintf(`document.querySelector('#app-running')?.textContent === %s`, js(released)), 10*time.Second)

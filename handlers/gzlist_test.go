@@ -1,0 +1,132 @@
+package handlers
+
+import (
+	"bytes"
+	"compress/gzip"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+func TestCRC32Combine(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		a := make([]byte, r.IntN(300))
+		b := make([]byte, r.IntN(300))
+		if i%50 == 0 {
+			b = make([]byte, 70_000+r.IntN(70_000)) // lengths past 16 bits
+		}
+		for j := range a {
+			a[j] = byte(r.Uint32())
+		}
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		want := crc32.ChecksumIEEE(append(append([]byte{}, a...), b...))
+		if got := crc32Combine(crc32.ChecksumIEEE(a), crc32.ChecksumIEEE(b), int64(len(b))); got != want {
+			t.Fatalf("len(a)=%d len(b)=%d: combined %08x, want %08x", len(a), len(b), got, want)
+		}
+	}
+}
+
+// getGzipList fetches path taking gzip, checks it is one gzip member whose
+// checksum and length hold, and returns the decoded body.
+func getGzipList(t *testing.T, env *serverEnv, path, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, env.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("%s: %d, Content-Encoding %q", path, resp.StatusCode, resp.Header.Get("Content-Encoding"))
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr.Multistream(false)
+	plain, err := io.ReadAll(zr) // fails on a bad checksum or length
+	if err != nil {
+		t.Fatalf("%s: decoding: %v", path, err)
+	}
+	if rest, _ := io.ReadAll(zr); len(rest) != 0 {
+		t.Fatalf("%s: more than one gzip member", path)
+	}
+	return string(plain)
+}
+
+func gzipRunKeys(env *serverEnv) int {
+	n := 0
+	for _, k := range env.srv.cache.lru.Keys() {
+		if strings.HasPrefix(k, "gzrun|") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestGzipListIsSplicedFromRuns: every scope and filter decodes to exactly
+// the plain list, and a change in one namespace compresses that namespace's
+// run again and no other.
+func TestGzipListIsSplicedFromRuns(t *testing.T) {
+	env := newServerEnv(t)
+	callers := map[string]string{
+		"superadmin":      env.token(t, userRoot, time.Hour),
+		"acme-member":     env.token(t, userAlice, time.Hour),
+		"globex-orgadmin": env.token(t, userGlobexAdmin, time.Hour),
+	}
+	queries := []string{"", "?appNamespace=tenant-acme", "?name=web", "?projects=default", "?selector=app.kubernetes.io%2Fpart-of%3Dshop"}
+	check := func() {
+		t.Helper()
+		for who, tok := range callers {
+			for _, q := range queries {
+				plain := env.get(t, "/v1/deploy/applications"+q, tok)
+				if plain.code != http.StatusOK {
+					t.Fatalf("%s %s: %d %s", who, q, plain.code, plain.body)
+				}
+				if got := getGzipList(t, env, "/v1/deploy/applications"+q, tok); got != plain.body {
+					t.Fatalf("%s %s: the gzip list decodes to\n%s\nwant\n%s", who, q, got, plain.body)
+				}
+			}
+		}
+	}
+	check()
+	nss := env.store.Snapshot().Namespaces()
+	if len(nss) < 3 {
+		t.Fatalf("the fixture has %d namespaces; the test needs several", len(nss))
+	}
+	// The superadmin's unfiltered list: one run per namespace, plus the CD
+	// Applications.
+	root := callers["superadmin"]
+	before := gzipRunKeys(env)
+	getGzipList(t, env, "/v1/deploy/applications", root)
+	if after := gzipRunKeys(env); after != before {
+		t.Fatalf("a second request compressed %d runs again", after-before)
+	}
+	o, _ := projection.Decode(map[string]any{"apiVersion": "hanzo.ai/v1", "kind": "App",
+		"metadata": map[string]any{"name": "gz-new", "namespace": nss[0].Namespace, "uid": "u-gz-new"},
+		"spec":     map[string]any{"image": map[string]any{"repository": "ghcr.io/hanzoai/gz", "tag": "v1.0.0"}}})
+	if _, err := env.store.Apply(projection.Change{Op: projection.Upsert, Object: o}); err != nil {
+		t.Fatal(err)
+	}
+	before = gzipRunKeys(env)
+	body := getGzipList(t, env, "/v1/deploy/applications", root)
+	if !strings.Contains(body, `"name":"gz-new"`) {
+		t.Fatal("the new App is missing from the gzip list")
+	}
+	if after := gzipRunKeys(env); after != before+1 {
+		t.Fatalf("a change in namespace %s compressed %d runs, want 1", nss[0].Namespace, after-before)
+	}
+	check()
+}
