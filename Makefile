@@ -12,7 +12,7 @@ TOOLS ?= $(shell hack/build-tools.sh --dir)
 FUZZTIME ?= 5s
 export DEPLOYD_TOOLS := $(TOOLS)
 
-.PHONY: all build test unit tools packages vet fuzz fuzz-short bench coldstart
+.PHONY: all build test unit tools packages vet fuzz fuzz-short bench coldstart sse-clients
 
 all: build
 
@@ -48,8 +48,8 @@ fuzz-short:
 fuzz:
 	hack/fuzz-all.sh $(FUZZTIME)
 
-# The figures of BENCHMARKS.md (the cold start against a loaded real API
-# server takes long and runs on its own: make coldstart).
+# The figures of BENCHMARKS.md (those against a real API server run on
+# their own: make coldstart, make sse-clients).
 bench:
 	$(GO) test -run '^$$' -bench 'Apply|List|Derive' -benchmem -benchtime 300x ./projection/
 	$(GO) test -run '^$$' -bench 'Load' -benchmem -benchtime 3x ./projection/
@@ -58,3 +58,8 @@ bench:
 
 coldstart: tools
 	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench ColdStart -benchtime 1x -timeout 2h ./cmd/deployd/
+
+# 10,000 concurrent streams on one deployd process: memory per client and
+# the latency of one change to all of them.
+sse-clients: tools
+	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench SSEClients -benchtime 1x -timeout 30m ./cmd/deployd/

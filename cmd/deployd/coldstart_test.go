@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,10 +78,7 @@ func BenchmarkColdStart(b *testing.B) {
 // measureColdStart builds deployd and starts it b.N times against the
 // cluster of kubeconfig, which holds objects objects.
 func measureColdStart(b *testing.B, kubeconfig string, objects int) {
-	bin := filepath.Join(b.TempDir(), "deployd")
-	if out, err := exec.Command("bash", "../../hack/build.sh", bin).CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildDeployd(b)
 	b.ResetTimer()
 	var readies []time.Duration
 	var rsses, hwms []int64
