@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/demo/demotest"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/projection/projectiontest"
 )
@@ -70,36 +70,6 @@ func (rs *readSide) takeDeltas() []projection.Delta {
 	return d
 }
 
-// listStore builds a projection from a fresh LIST of every served registry
-// kind, decoded as the watcher does.
-func listStore(t *testing.T, c *clustertest.Cluster) (*projection.Store, error) {
-	t.Helper()
-	s := projection.NewStore(projection.DefaultConfig())
-	ns := projection.DefaultNamespaces()
-	var batch []projection.Change
-	for _, ki := range projection.Registry() {
-		list, err := c.Dynamic().Resource(cluster.GVR(ki.Kind)).List(t.Context(), metav1.ListOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, item := range list.Items {
-			if !ns.Watched(item.GetNamespace()) {
-				continue
-			}
-			o, err := projection.DecodeKind(ki.Kind, item.Object)
-			if err != nil {
-				return nil, err
-			}
-			batch = append(batch, projection.Change{Op: projection.Upsert, Object: o})
-		}
-	}
-	_, err := s.Apply(batch...)
-	return s, err
-}
-
 // waitConverged waits until the watched projection equals one built from a
 // fresh LIST.
 func waitConverged(t *testing.T, c *clustertest.Cluster, rs *readSide, timeout time.Duration) {
@@ -110,7 +80,7 @@ func waitConverged(t *testing.T, c *clustertest.Cluster, rs *readSide, timeout t
 			last = "watcher not ready: " + rs.w.Status().Reason
 			return false, nil
 		}
-		fresh, err := listStore(t, c)
+		fresh, err := demotest.ListStore(t.Context(), c.Dynamic())
 		if err != nil {
 			return false, err
 		}

@@ -123,25 +123,31 @@ func (s *Server) paasList(c echo.Context) error {
 	})
 }
 
+// paasAppParams reads what the routes of one /v1/paas app take: the :app
+// path name, and the env and namespace that narrow it (both optional).
+func paasAppParams(c echo.Context) (name, env, namespace string, err error) {
+	q := c.QueryParams()
+	if err = checkParams(q, "env", "namespace"); err != nil {
+		return
+	}
+	if env, err = oneOf(q, "env", paasEnvs); err != nil {
+		return
+	}
+	if namespace, err = optionalName(q, "namespace"); err != nil {
+		return
+	}
+	name = c.Param("app")
+	err = validName("app", name)
+	return
+}
+
 func (s *Server) paasApp(c echo.Context) error {
 	sc, err := scopeOf(c)
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	if err := checkParams(q, "env", "namespace"); err != nil {
-		return err
-	}
-	env, err := oneOf(q, "env", paasEnvs)
+	name, env, namespace, err := paasAppParams(c)
 	if err != nil {
-		return err
-	}
-	namespace, err := optionalName(q, "namespace")
-	if err != nil {
-		return err
-	}
-	name := c.Param("app")
-	if err := validName("app", name); err != nil {
 		return err
 	}
 	var found []projection.AppView

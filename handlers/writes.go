@@ -376,24 +376,12 @@ type deployAnswer struct {
 // paasDeploy rolls the app's Deployment (a rolling restart: the image tag
 // never changes). env is required: deploy never defaults to production.
 func (s *Server) paasDeploy(c echo.Context) error {
-	q := c.QueryParams()
-	if err := checkParams(q, "env", "namespace"); err != nil {
-		return err
-	}
-	env, err := oneOf(q, "env", paasEnvs)
+	name, env, namespace, err := paasAppParams(c)
 	if err != nil {
 		return err
 	}
 	if env == "" {
 		return errorf(http.StatusBadRequest, "env is required: add ?env=main, test or dev (deploy never defaults to production)")
-	}
-	namespace, err := optionalName(q, "namespace")
-	if err != nil {
-		return err
-	}
-	name := c.Param("app")
-	if err := validName("app", name); err != nil {
-		return err
 	}
 	if err := drainBody(c); err != nil {
 		return err
