@@ -145,10 +145,16 @@ func readFor(ctx context.Context, e *env, url, id string, h http.Header, budget 
 func TestResetWhenTooOld(t *testing.T) {
 	e := newEnv(t, stream.Options{RingEvents: 10}, newFleet(3, 5))
 	first := e.store.Snapshot().Revision
+	// One change at a time, each taken in by the hub before the next: a
+	// hub more than RingEvents deltas behind drops them and starts its
+	// ring over (see Publish), which would leave it shorter than 10.
 	for range 40 {
 		e.apply(e.fleet.next())
+		waitFor(t, 5*time.Second, "the hub to fan out", func() bool { return e.hub.Stats().Revision == e.store.Snapshot().Revision })
 	}
-	waitFor(t, 5*time.Second, "the hub to fan out", func() bool { return e.hub.Stats().Revision == e.store.Snapshot().Revision })
+	if n := e.hub.Stats().RingLen; n != 10 {
+		t.Fatalf("the ring holds %d records, want 10", n)
+	}
 	cur := e.store.Snapshot().Revision
 	for _, tc := range []struct {
 		name string
