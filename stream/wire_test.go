@@ -67,6 +67,9 @@ func TestWireStart(t *testing.T) {
 	if !clock.WaitFor(t.Context(), 1, 0) {
 		t.Fatal("no heartbeat ticker")
 	}
+	// The event may have come from the catch-up, just before the stream
+	// joins its view: a heartbeat before that would pass it by.
+	waitFor(t, 5*time.Second, "the stream to join its view", func() bool { return e.hub.Stats().Joined == 1 })
 	clock.Advance(15 * time.Second)
 	if got, want := readFrame(), "id: "+strconv.Itoa(base+1)+"\n: ping\n\n"; got != want {
 		t.Errorf("heartbeat %q, want %q", got, want)
