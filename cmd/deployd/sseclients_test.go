@@ -213,8 +213,8 @@ func buildDeployd(b *testing.B) string {
 }
 
 // waitHealthy waits for /v1/deploy/health to answer 200.
-func waitHealthy(b *testing.B, base string, timeout time.Duration) {
-	b.Helper()
+func waitHealthy(tb testing.TB, base string, timeout time.Duration) {
+	tb.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -226,7 +226,7 @@ func waitHealthy(b *testing.B, base string, timeout time.Duration) {
 			}
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("deployd was not healthy in %s", timeout)
+			tb.Fatalf("deployd was not healthy in %s: %v", timeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

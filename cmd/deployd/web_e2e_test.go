@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -84,22 +83,7 @@ func startWebDemo(t *testing.T) *webDemo {
 // waitHealthy waits until the server answers its health route with 200.
 func (w *webDemo) waitHealthy(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		resp, err := http.Get(w.base + "/v1/deploy/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo did not become healthy within 30s: %v", err)
-		}
-		<-tick.C
-	}
+	waitHealthy(t, w.base, 30*time.Second)
 }
 
 // declare patches an App's spec.image.tag, as a release pipeline would.
