@@ -1,8 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,82 +26,18 @@ import (
 
 const fleetFixture = "../projection/testdata/fleet.yaml"
 
-// readSide is deployd's read path against a cluster: watcher, feed, store.
-type readSide struct {
-	store *projection.Store
-	w     *cluster.Watcher
-
-	mu     sync.Mutex
-	deltas []projection.Delta
-}
-
-func startReadSide(t *testing.T, cfg *rest.Config) *readSide {
+// startReadSide runs deployd's read path (watcher, feed, store) against
+// the cluster until the test ends.
+func startReadSide(t *testing.T, cfg *rest.Config) *demotest.ReadSide {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(testLogOut, nil))
 	feed := cluster.NewFeed()
-	w, err := cluster.NewWatcher(cfg, "", feed, cluster.Options{Namespaces: projection.DefaultNamespaces(), Discovery: 200 * time.Millisecond, Log: log})
+	opts := demotest.Options()
+	opts.Log = slog.New(slog.NewTextHandler(testLogOut, nil))
+	w, err := cluster.NewWatcher(cfg, "", feed, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &readSide{store: projection.NewStore(projection.DefaultConfig()), w: w}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); w.Run(ctx) }()
-	go func() {
-		defer wg.Done()
-		feed.Run(ctx, rs.store, func(d []projection.Delta) {
-			rs.mu.Lock()
-			rs.deltas = append(rs.deltas, d...)
-			rs.mu.Unlock()
-		}, log)
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return rs
-}
-
-func (rs *readSide) takeDeltas() []projection.Delta {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	d := rs.deltas
-	rs.deltas = nil
-	return d
-}
-
-// waitConverged waits until the watched projection equals one built from a
-// fresh LIST.
-func waitConverged(t *testing.T, c *clustertest.Cluster, rs *readSide, timeout time.Duration) {
-	t.Helper()
-	var last string
-	c.WaitFor(t, timeout, func() (bool, error) {
-		if !rs.w.Status().Ready() {
-			last = "watcher not ready: " + rs.w.Status().Reason
-			return false, nil
-		}
-		fresh, err := demotest.ListStore(t.Context(), c.Dynamic())
-		if err != nil {
-			return false, err
-		}
-		want, got := fresh.Snapshot().Canonical(), rs.store.Snapshot().Canonical()
-		if bytes.Equal(want, got) {
-			return true, nil
-		}
-		last = firstDiff(string(want), string(got))
-		return false, nil
-	})
-	if t.Failed() {
-		t.Logf("last difference: %s", last)
-	}
-}
-
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) && i < len(g); i++ {
-		if w[i] != g[i] {
-			return fmt.Sprintf("line %d: want %q, got %q", i+1, w[i], g[i])
-		}
-	}
-	return fmt.Sprintf("lengths %d vs %d lines", len(w), len(g))
+	return demotest.Watch(t, w, feed)
 }
 
 func fixtureSummary(t *testing.T) []string {
@@ -139,9 +73,9 @@ func TestWatchFleet(t *testing.T) {
 		}
 	}
 	c.ApplyFleet(t, objs)
-	waitConverged(t, c, rs, 30*time.Second)
+	rs.WaitConverged(t, c.Dynamic(), 30*time.Second)
 
-	want, got := fixtureSummary(t), projectiontest.Summary(rs.store.Snapshot())
+	want, got := fixtureSummary(t), projectiontest.Summary(rs.Store.Snapshot())
 	if !slices.Equal(want, got) {
 		t.Fatalf("watched projection differs from the fixture's:\nwant:\n%s\n\ngot:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
 	}
@@ -150,7 +84,7 @@ func TestWatchFleet(t *testing.T) {
 	// its trees hold, not copies and not the objects the API server sent.
 	cached := map[projection.ObjectKey]*projection.Object{}
 	for _, ki := range projection.Registry() {
-		for _, o := range rs.w.Cached(ki.Kind) {
+		for _, o := range rs.Watcher.Cached(ki.Kind) {
 			cached[o.Key()] = o
 		}
 	}
@@ -158,7 +92,7 @@ func TestWatchFleet(t *testing.T) {
 		t.Fatalf("caches hold %d objects, want at least the %d applied", len(cached), len(objs))
 	}
 	nodes := 0
-	for a := range rs.store.Snapshot().Apps() {
+	for a := range rs.Store.Snapshot().Apps() {
 		for _, n := range a.Tree {
 			nodes++
 			if cached[n.Obj.Key()] != n.Obj {
@@ -219,7 +153,7 @@ spec:
 	}
 	c.Apply(t, deployment("v1.0.0"))
 	appState := func() (projection.HealthCode, projection.SyncCode) {
-		a := rs.store.Snapshot().Get("hanzo", "web")
+		a := rs.Store.Snapshot().Get("hanzo", "web")
 		if a == nil {
 			return "", ""
 		}
@@ -229,7 +163,7 @@ spec:
 		h, s := appState()
 		return h == projection.HealthHealthy && s == projection.SyncSynced, nil
 	})
-	rs.takeDeltas()
+	rs.TakeDeltas()
 
 	// The operator's part, played by the test: declare v1.1.0, then roll
 	// the Deployment to it and report the generation observed.
@@ -240,12 +174,12 @@ spec:
 	app.Object["status"] = map[string]any{"phase": "Running", "readyReplicas": int64(2), "availableReplicas": int64(2), "observedGeneration": int64(2)}
 	c.Apply(t, app)
 	c.WaitFor(t, 90*time.Second, func() (bool, error) {
-		a := rs.store.Snapshot().Get("hanzo", "web")
+		a := rs.Store.Snapshot().Get("hanzo", "web")
 		return a != nil && a.Health.Status == projection.HealthHealthy && a.Sync == projection.SyncSynced && a.Running == "v1.1.0" && len(a.History) == 2, nil
 	})
 
 	var seq []string
-	for _, d := range rs.takeDeltas() {
+	for _, d := range rs.TakeDeltas() {
 		if d.New != nil && d.Key.Name == "web" && d.AppChanged {
 			state := string(d.New.Health.Status) + "/" + string(d.New.Sync)
 			if len(seq) == 0 || seq[len(seq)-1] != state {
@@ -259,7 +193,7 @@ spec:
 	if iOut < 0 || iProg < 0 || seq[len(seq)-1] != "Healthy/Synced" {
 		t.Fatalf("sequence %v: want OutOfSync and Progressing on the way, ending Healthy/Synced", seq)
 	}
-	a := rs.store.Snapshot().Get("hanzo", "web")
+	a := rs.Store.Snapshot().Get("hanzo", "web")
 	if a.History[0].Revision != "v1.0.0" || a.History[1].Revision != "v1.1.0" || a.History[1].ID != 2 {
 		t.Fatalf("history %+v: want revision 1 v1.0.0 then revision 2 v1.1.0", a.History)
 	}
@@ -269,14 +203,14 @@ spec:
 		t.Fatal(err)
 	}
 	c.WaitFor(t, 60*time.Second, func() (bool, error) {
-		if rs.store.Snapshot().Get("hanzo", "web") != nil {
+		if rs.Store.Snapshot().Get("hanzo", "web") != nil {
 			return false, nil
 		}
 		pods, err := c.Clientset().CoreV1().Pods("hanzo").List(t.Context(), metav1.ListOptions{})
 		return err == nil && len(pods.Items) == 0, err
 	})
-	waitConverged(t, c, rs, 30*time.Second)
-	if n := rs.store.Snapshot().Len(); n != 0 {
+	rs.WaitConverged(t, c.Dynamic(), 30*time.Second)
+	if n := rs.Store.Snapshot().Len(); n != 0 {
 		t.Fatalf("%d rows remain after the App and its children were deleted", n)
 	}
 }
@@ -287,8 +221,8 @@ func TestWatchAPIServerRestart(t *testing.T) {
 	c := clustertest.Start(t)
 	rs := startReadSide(t, c.Config)
 	c.ApplyFleet(t, clustertest.Manifests(t, fleetFixture))
-	waitConverged(t, c, rs, 30*time.Second)
-	before := rs.store.Snapshot().Len()
+	rs.WaitConverged(t, c.Dynamic(), 30*time.Second)
+	before := rs.Store.Snapshot().Len()
 
 	c.RestartAPIServer(t)
 	// Changes after the restart: one app deleted, one created.
@@ -301,8 +235,8 @@ kind: App
 metadata: {name: billing, namespace: hanzo}
 spec: {image: {repository: ghcr.io/hanzoai/billing, tag: v0.1.0}}
 `)})
-	waitConverged(t, c, rs, 60*time.Second)
-	snap := rs.store.Snapshot()
+	rs.WaitConverged(t, c.Dynamic(), 60*time.Second)
+	snap := rs.Store.Snapshot()
 	if snap.Len() != before || snap.Get("hanzo", "billing") == nil || snap.Get("tenant-acme", "worker") != nil {
 		t.Fatalf("after the restart: %d rows (want %d), billing present %v, worker present %v",
 			snap.Len(), before, snap.Get("hanzo", "billing") != nil, snap.Get("tenant-acme", "worker") != nil)
@@ -322,7 +256,7 @@ func TestWatchExpiredRelists(t *testing.T) {
 	cfg.WrapTransport = lists.wrap
 	rs := startReadSide(t, cfg)
 	c.ApplyFleet(t, clustertest.Manifests(t, fleetFixture))
-	waitConverged(t, c, rs, 30*time.Second)
+	rs.WaitConverged(t, c.Dynamic(), 30*time.Second)
 
 	proxy.cut()
 	if err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Delete(t.Context(), "gateway", metav1.DeleteOptions{}); err != nil {
@@ -346,16 +280,16 @@ data: {at: "`+time.Now().Format(time.RFC3339Nano)+`"}
 	// compact, then restart it, so the watch's revision is gone for good.
 	c.CompactEtcd(t)
 	c.RestartAPIServer(t)
-	if snap := rs.store.Snapshot(); snap.Get("hanzo", "gateway") == nil {
+	if snap := rs.Store.Snapshot(); snap.Get("hanzo", "gateway") == nil {
 		t.Fatal("the cut watch saw the deletion: the test proves nothing")
 	}
 	appLists := lists.count("/apis/hanzo.ai/v1/apps")
 	proxy.restore()
-	waitConverged(t, c, rs, 90*time.Second)
+	rs.WaitConverged(t, c.Dynamic(), 90*time.Second)
 	if lists.count("/apis/hanzo.ai/v1/apps") == appLists {
 		t.Fatal("the Apps were not listed again: the watch resumed, the relist path was not exercised")
 	}
-	snap := rs.store.Snapshot()
+	snap := rs.Store.Snapshot()
 	if snap.Get("hanzo", "gateway") != nil || snap.Get("tenant-globex", "ledger") == nil {
 		t.Fatalf("after relist: gateway present %v (want false), ledger present %v (want true)",
 			snap.Get("hanzo", "gateway") != nil, snap.Get("tenant-globex", "ledger") != nil)
@@ -374,8 +308,8 @@ metadata: {name: docs, namespace: tenant-acme}
 spec:
   routes: [{match: "Host(`+"`docs.acme.dev`"+`)", kind: Rule, middlewares: [{name: docs}], services: [{name: static, port: 80}]}]
 `)})
-	waitConverged(t, c, rs, 30*time.Second)
-	if rs.store.Snapshot().Len() != 0 {
+	rs.WaitConverged(t, c.Dynamic(), 30*time.Second)
+	if rs.Store.Snapshot().Len() != 0 {
 		t.Fatal("a site appeared before its Middleware CRD exists")
 	}
 	c.InstallCRD(t, "middlewares.hanzo.ai")
@@ -386,7 +320,7 @@ metadata: {name: docs, namespace: tenant-acme, labels: {hanzo.ai/org: acme}}
 spec: {staticFiles: {root: /sites/acme/docs}}
 `)})
 	c.WaitFor(t, 30*time.Second, func() (bool, error) {
-		a := rs.store.Snapshot().Get("tenant-acme", "docs")
+		a := rs.Store.Snapshot().Get("tenant-acme", "docs")
 		return a != nil && a.Health.Status == projection.HealthHealthy && slices.Equal(a.Endpoints, []string{"https://docs.acme.dev"}), nil
 	})
 }
