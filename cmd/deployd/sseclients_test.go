@@ -98,6 +98,8 @@ func BenchmarkSSEClients(b *testing.B) {
 	burst := len(list.Items)
 	target := list.Items[0].Metadata
 
+	// A memory figure, not a condition: let the start's own allocations
+	// settle before the baseline.
 	time.Sleep(2 * time.Second)
 	rss0, _ := procMemory(b, cmd.Process.Pid)
 	b.ResetTimer()
@@ -166,7 +168,7 @@ func BenchmarkSSEClients(b *testing.B) {
 	if n := ended.Load(); n > 0 {
 		b.Fatalf("%d of %d streams failed or ended before their burst", n, clients)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // the same settling before the second figure
 	rss1, _ := procMemory(b, cmd.Process.Pid)
 
 	patch := fmt.Appendf(nil, `{"spec":{"image":{"tag":%q}}}`, marker)
