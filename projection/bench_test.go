@@ -275,7 +275,8 @@ func BenchmarkDerive(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s.apps[k] = s.deriveApp(k)
+		r := s.rows[k]
+		r.app = s.deriveApp(r)
 	}
 }
 

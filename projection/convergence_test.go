@@ -116,7 +116,7 @@ func TestDeleteEverything(t *testing.T) {
 	}
 	for name, n := range map[string]int{
 		"objects": len(s.objects), "uids": len(s.byUID), "children": len(s.children),
-		"apps": len(s.apps), "sites": len(s.sites), "cds": len(s.cds), "orphans": len(s.pods.orphans),
+		"apps": len(s.rows), "sites": len(s.sites), "cds": len(s.cds), "orphans": len(s.pods.orphans),
 		"orphan labels": len(s.pods.orphanByLabel), "orphan namespaces": len(s.pods.orphansByNS),
 		"deployment anchors": len(s.pods.depByAnchor), "anchorless deployments": len(s.pods.depNoAnchor),
 		"site objects": len(s.siteObjs), "projects": len(s.projectObjs),
@@ -165,8 +165,8 @@ func checkInvariants(s *Store) error {
 			return fmt.Errorf("tenant index of %s lists %d rows, want %d", nr.Namespace, len(nr.Tenant), len(tenant))
 		}
 	}
-	if count != snap.Len() || count != len(s.apps)+countSitesShown(s) {
-		return fmt.Errorf("snapshot counts %d rows, namespaces hold %d, the store %d apps", snap.Len(), count, len(s.apps))
+	if count != snap.Len() || count != len(s.rows)+countSitesShown(s) {
+		return fmt.Errorf("snapshot counts %d rows, namespaces hold %d, the store %d apps", snap.Len(), count, len(s.rows))
 	}
 	if len(snap.cd) != len(s.cds) {
 		return fmt.Errorf("snapshot holds %d CD rows, the store %d", len(snap.cd), len(s.cds))
@@ -178,20 +178,23 @@ func checkInvariants(s *Store) error {
 	}
 	// Membership: an object is recorded in exactly the App trees holding it.
 	for k, e := range s.objects {
-		for _, ak := range e.apps {
-			a := s.apps[ak]
-			if a == nil || !treeHolds(a, k) {
-				return fmt.Errorf("%v records row %s, whose tree does not hold it", k, ak)
+		for _, r := range e.apps {
+			if s.rows[r.key] != r || r.app == nil || !treeHolds(r.app, k) {
+				return fmt.Errorf("%v records row %s, whose tree does not hold it", k, r.key)
 			}
 		}
 	}
-	for ak, a := range s.apps {
+	for ak, r := range s.rows {
+		a := r.app
+		if a == nil || r.queued || r.full || len(r.patches) > 0 {
+			return fmt.Errorf("row handle %s is left without a row or still queued", ak)
+		}
 		for _, n := range a.Tree {
 			e := s.objects[n.Obj.Key()]
 			if e == nil || e.info != n.NodeInfo {
 				return fmt.Errorf("row %s holds %v at a version the store no longer has", ak, n.Obj.Key())
 			}
-			if !slices.Contains(e.apps, ak) {
+			if !slices.Contains(e.apps, r) {
 				return fmt.Errorf("row %s holds %v, which does not record it", ak, n.Obj.Key())
 			}
 		}
@@ -202,7 +205,7 @@ func checkInvariants(s *Store) error {
 func countSitesShown(s *Store) int {
 	n := 0
 	for k := range s.sites {
-		if s.apps[k] == nil {
+		if s.app(k) == nil {
 			n++
 		}
 	}

@@ -60,11 +60,11 @@ func shortReason(o *Object, h Health) string {
 	return msg
 }
 
-// deriveApp computes the row of the App at k from the objects held, and
-// updates the membership of every object it reads. nil when no App is held.
-func (s *Store) deriveApp(k AppKey) *App {
+// deriveApp computes the App row r from the objects held, and updates the
+// membership of every object it reads. nil when no App is held.
+func (s *Store) deriveApp(r *appRow) *App {
 	s.gen++
-	old := s.apps[k]
+	old, k := r.app, r.key
 	var nu *App
 	if ae := s.objects[ObjectKey{KindApp, k.Namespace, k.Name}]; ae != nil {
 		tree := s.buildTree(ae)
@@ -74,13 +74,13 @@ func (s *Store) deriveApp(k AppKey) *App {
 	// the row on those, and drop it from the old tree's entries that lost it.
 	if nu != nil {
 		for _, n := range nu.Tree {
-			n.e.apps = addAppKey(n.e.apps, k)
+			n.e.apps = addRow(n.e.apps, r)
 		}
 	}
 	if old != nil {
 		for _, n := range old.Tree {
 			if n.e.mark != s.gen {
-				n.e.apps = removeAppKey(n.e.apps, k)
+				n.e.apps = removeRow(n.e.apps, r)
 			}
 		}
 	}
@@ -170,21 +170,18 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 	return &a, changedApp
 }
 
-func addAppKey(list []AppKey, k AppKey) []AppKey {
-	for _, x := range list {
-		if x == k {
-			return list
-		}
+func addRow(list []*appRow, r *appRow) []*appRow {
+	if slices.Contains(list, r) {
+		return list
 	}
-	return append(list, k)
+	return append(list, r)
 }
 
-func removeAppKey(list []AppKey, k AppKey) []AppKey {
-	for i, x := range list {
-		if x == k {
-			copy(list[i:], list[i+1:])
-			return list[:len(list)-1]
-		}
+func removeRow(list []*appRow, r *appRow) []*appRow {
+	if i := slices.Index(list, r); i >= 0 {
+		copy(list[i:], list[i+1:])
+		list[len(list)-1] = nil
+		return list[:len(list)-1]
 	}
 	return list
 }

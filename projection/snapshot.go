@@ -208,7 +208,7 @@ func (s *Store) publish(deltas []Delta) {
 
 // row is the published row at k: the operator App, else the site.
 func (s *Store) row(k AppKey) *App {
-	if a := s.apps[k]; a != nil {
+	if a := s.app(k); a != nil {
 		return a
 	}
 	return s.sites[k]

@@ -77,7 +77,7 @@ type Store struct {
 	names    map[nsName][]*entry // depth-1 kinds by namespace and name
 	pods     podIndex
 
-	apps  map[AppKey]*App // operator App rows
+	rows  map[AppKey]*appRow // operator App rows, held or pending
 	sites map[AppKey]*App
 	cds   map[AppKey]*App
 	// rowPos is, per namespace, each published row's position in its
@@ -90,11 +90,8 @@ type Store struct {
 
 	scratch scratch // reusable buffers of the writer
 
-	dirtyApps map[AppKey]struct{}
-	// patched are rows whose objects changed without changing shape (see
-	// sameShape), with what changed: their trees keep their structure and
-	// are patched instead of rebuilt.
-	patched    map[AppKey][]patch
+	// queue are the App rows to derive again in this Apply.
+	queue      []*appRow
 	dirtySites map[string]struct{} // namespaces
 	dirtyCDs   map[AppKey]struct{}
 	projects   bool // an AppProject changed
@@ -102,10 +99,22 @@ type Store struct {
 
 type nsName struct{ namespace, name string }
 
+// appRow is the writer's handle on one App row: looked up by key once, then
+// reached from the entries of its tree without hashing. It lives while the
+// row is published or queued.
+type appRow struct {
+	key AppKey
+	app *App // the published version; nil while none
+	// queued: listed in Store.queue. full: derive from scratch. Otherwise
+	// patches are the objects that changed without changing shape (see
+	// sameShape): the tree keeps its structure and is patched instead.
+	queued, full bool
+	patches      []patch
+}
+
 // scratch holds buffers the writer reuses across derivations; nothing in
 // them is ever published.
 type scratch struct {
-	dirty   []AppKey
 	keys    []AppKey
 	byNS    map[string][]AppKey
 	depth1  []*entry
@@ -122,7 +131,7 @@ type entry struct {
 	info *NodeInfo // the current version
 	// apps are the App rows whose tree held this object at their last
 	// derivation.
-	apps []AppKey
+	apps []*appRow
 	// mark is the derivation generation that last placed it in a tree.
 	mark uint64
 }
@@ -137,15 +146,13 @@ func NewStore(cfg Config) *Store {
 		children:    make(map[string][]*entry),
 		names:       make(map[nsName][]*entry),
 		pods:        newPodIndex(),
-		apps:        make(map[AppKey]*App),
+		rows:        make(map[AppKey]*appRow),
 		sites:       make(map[AppKey]*App),
 		cds:         make(map[AppKey]*App),
 		rowPos:      make(map[string]map[string]int),
 		scratch:     scratch{byNS: make(map[string][]AppKey)},
 		siteObjs:    make(map[string]map[ObjectKey]struct{}),
 		projectObjs: make(map[ObjectKey]struct{}),
-		dirtyApps:   make(map[AppKey]struct{}),
-		patched:     make(map[AppKey][]patch),
 		dirtySites:  make(map[string]struct{}),
 		dirtyCDs:    make(map[AppKey]struct{}),
 	}
@@ -205,8 +212,8 @@ func (s *Store) fold(c Change) error {
 			was := e.info
 			e.info = newNodeInfo(o)
 			e.info.e = e
-			for _, a := range e.apps {
-				s.patched[a] = addPatch(s.patched[a], e, was)
+			for _, r := range e.apps {
+				s.markPatched(r, e, was)
 			}
 			return nil
 		}
@@ -280,14 +287,14 @@ func (s *Store) walkUp(e *entry, depth int) {
 	key, o := e.key, e.info.Obj
 	switch key.Kind {
 	case KindApp:
-		s.dirtyApps[AppKey{key.Namespace, key.Name}] = struct{}{}
+		s.markFull(s.rowAt(AppKey{key.Namespace, key.Name}))
 	case KindDeployment, KindStatefulSet, KindService, KindIngress, KindHPA, KindPDB, KindConfigMap:
 		if _, ok := s.objects[ObjectKey{KindApp, key.Namespace, key.Name}]; ok {
-			s.dirtyApps[AppKey{key.Namespace, key.Name}] = struct{}{}
+			s.markFull(s.rowAt(AppKey{key.Namespace, key.Name}))
 		}
 		for _, ow := range o.Owners {
 			if oe := s.owner(o, ow); oe != nil && oe.key.Kind == KindApp {
-				s.dirtyApps[AppKey{oe.key.Namespace, oe.key.Name}] = struct{}{}
+				s.markFull(s.rowAt(AppKey{oe.key.Namespace, oe.key.Name}))
 			}
 		}
 	case KindReplicaSet, KindPod:
@@ -321,8 +328,50 @@ func (s *Store) owner(o *Object, ow OwnerRef) *entry {
 }
 
 func (s *Store) markRows(e *entry) {
-	for _, a := range e.apps {
-		s.dirtyApps[a] = struct{}{}
+	for _, r := range e.apps {
+		s.markFull(r)
+	}
+}
+
+// rowAt returns the handle of the App row at k, making one if needed.
+func (s *Store) rowAt(k AppKey) *appRow {
+	r := s.rows[k]
+	if r == nil {
+		r = &appRow{key: k}
+		s.rows[k] = r
+	}
+	return r
+}
+
+// app returns the published App row at k, or nil.
+func (s *Store) app(k AppKey) *App {
+	if r := s.rows[k]; r != nil {
+		return r.app
+	}
+	return nil
+}
+
+// markFull queues the row for a derivation from scratch.
+func (s *Store) markFull(r *appRow) {
+	s.enqueue(r)
+	r.full = true
+	clear(r.patches)
+	r.patches = r.patches[:0]
+}
+
+// markPatched queues the row for a patch of e, whose tree version is was
+// (unless it is already to be derived from scratch).
+func (s *Store) markPatched(r *appRow, e *entry, was *NodeInfo) {
+	s.enqueue(r)
+	if !r.full {
+		r.patches = addPatch(r.patches, e, was)
+	}
+}
+
+func (s *Store) enqueue(r *appRow) {
+	if !r.queued {
+		r.queued = true
+		s.queue = append(s.queue, r)
 	}
 }
 
@@ -514,32 +563,30 @@ func (s *Store) hasPresentOwner(o *Object) bool {
 // derive recomputes every dirty row and returns the deltas, in key order.
 func (s *Store) derive() []Delta {
 	var deltas []Delta
-	if len(s.dirtyApps) > 0 || len(s.patched) > 0 {
-		for k := range s.patched {
-			if _, full := s.dirtyApps[k]; full || s.apps[k] == nil {
-				delete(s.patched, k)
-			}
-		}
-		keys := s.sortedKeys(s.dirtyApps, s.patched)
-		deltas = make([]Delta, 0, len(keys))
-		for _, k := range keys {
-			old := s.apps[k]
-			if changed, ok := s.patched[k]; ok {
-				nu, appChanged := s.patchApp(old, changed)
-				s.apps[k] = nu
-				deltas = s.appendKnownDelta(deltas, RowApp, k, old, nu, appChanged, true)
-				continue
-			}
-			nu := s.deriveApp(k)
-			if nu == nil {
-				delete(s.apps, k)
+	if len(s.queue) > 0 {
+		queue := s.queue
+		slices.SortFunc(queue, func(a, b *appRow) int { return compareKeys(a.key, b.key) })
+		deltas = make([]Delta, 0, len(queue))
+		for i, r := range queue {
+			old := r.app
+			if !r.full && old != nil {
+				nu, appChanged := s.patchApp(old, r.patches)
+				r.app = nu
+				deltas = s.appendKnownDelta(deltas, RowApp, r.key, old, nu, appChanged, true)
 			} else {
-				s.apps[k] = nu
+				r.app = s.deriveApp(r)
+				deltas = s.appendDelta(deltas, RowApp, r.key, old, r.app)
 			}
-			deltas = s.appendDelta(deltas, RowApp, k, old, nu)
+			r.queued, r.full = false, false
+			clear(r.patches)
+			r.patches = r.patches[:0]
+			if r.app == nil {
+				// No entry records a row without a tree: the handle goes.
+				delete(s.rows, r.key)
+			}
+			queue[i] = nil
 		}
-		clear(s.dirtyApps)
-		clear(s.patched)
+		s.queue = queue[:0]
 	}
 	if len(s.dirtySites) > 0 {
 		nss := make([]string, 0, len(s.dirtySites))
@@ -553,7 +600,7 @@ func (s *Store) derive() []Delta {
 		}
 	}
 	if len(s.dirtyCDs) > 0 {
-		keys := s.sortedKeys(s.dirtyCDs, nil)
+		keys := sortedKeys(s.dirtyCDs)
 		clear(s.dirtyCDs)
 		for _, k := range keys {
 			old := s.cds[k]
@@ -613,7 +660,7 @@ func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu 
 func (s *Store) keep(row RowKind, k AppKey, old *App) {
 	switch row {
 	case RowApp:
-		s.apps[k] = old
+		s.rows[k].app = old
 	case RowSite:
 		s.sites[k] = old
 	case RowCD:
@@ -621,17 +668,11 @@ func (s *Store) keep(row RowKind, k AppKey, old *App) {
 	}
 }
 
-func (s *Store) sortedKeys(dirty map[AppKey]struct{}, patched map[AppKey][]patch) []AppKey {
-	keys := s.scratch.dirty[:0]
+func sortedKeys(dirty map[AppKey]struct{}) []AppKey {
+	keys := make([]AppKey, 0, len(dirty))
 	for k := range dirty {
 		keys = append(keys, k)
 	}
-	for k := range patched {
-		if _, dup := dirty[k]; !dup {
-			keys = append(keys, k)
-		}
-	}
 	slices.SortFunc(keys, compareKeys)
-	s.scratch.dirty = keys
 	return keys
 }
