@@ -163,30 +163,23 @@ func (s *Store) publish(deltas []Delta) {
 	prev := s.snap.Load()
 	next := &Snapshot{Revision: s.rev, Base: prev.Base, cd: prev.cd, cdVersion: prev.cdVersion, projects: prev.projects, envs: prev.envs}
 
-	// The changed keys, grouped by namespace: one reused buffer sorted by
-	// key (the deltas of each row kind come sorted already).
-	keys := s.scratch.keys[:0]
+	// The changed keys, grouped by namespace in buffers reused across
+	// batches (a namespace without changes keeps an empty one).
+	changed := s.scratch.byNS
+	for ns, keys := range changed {
+		changed[ns] = keys[:0]
+	}
 	var cdChanged []AppKey
+	any := false
 	for _, d := range deltas {
 		if d.Row == RowCD {
 			cdChanged = append(cdChanged, d.Key)
 			continue
 		}
-		keys = append(keys, d.Key)
+		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], d.Key)
+		any = true
 	}
-	slices.SortFunc(keys, compareKeys)
-	s.scratch.keys = keys
-	changed := s.scratch.byNS
-	clear(changed)
-	for i := 0; i < len(keys); {
-		j := i + 1
-		for j < len(keys) && keys[j].Namespace == keys[i].Namespace {
-			j++
-		}
-		changed[keys[i].Namespace] = keys[i:j]
-		i = j
-	}
-	if len(changed) > 0 {
+	if any {
 		next.namespaces = s.mergeNamespaces(prev.namespaces, changed)
 		next.envs = envIndex(next.namespaces)
 	} else {
@@ -217,8 +210,10 @@ func (s *Store) row(k AppKey) *App {
 func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKey) []NamespaceRows {
 	out := make([]NamespaceRows, 0, len(prev)+len(changed))
 	names := make([]string, 0, len(changed))
-	for ns := range changed {
-		names = append(names, ns)
+	for ns, keys := range changed {
+		if len(keys) > 0 {
+			names = append(names, ns)
+		}
 	}
 	slices.Sort(names)
 	i, j := 0, 0

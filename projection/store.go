@@ -115,7 +115,6 @@ type appRow struct {
 // scratch holds buffers the writer reuses across derivations; nothing in
 // them is ever published.
 type scratch struct {
-	keys    []AppKey
 	byNS    map[string][]AppKey
 	depth1  []*entry
 	owned   []*entry
@@ -564,8 +563,9 @@ func (s *Store) hasPresentOwner(o *Object) bool {
 func (s *Store) derive() []Delta {
 	var deltas []Delta
 	if len(s.queue) > 0 {
+		// In the order the rows were first marked: deterministic for a
+		// given sequence of changes, and no sort.
 		queue := s.queue
-		slices.SortFunc(queue, func(a, b *appRow) int { return compareKeys(a.key, b.key) })
 		deltas = make([]Delta, 0, len(queue))
 		for i, r := range queue {
 			old := r.app
