@@ -90,12 +90,13 @@ func (s *Store) deriveApp(r *appRow) *App {
 // patchApp is deriveApp for a row none of whose objects changed shape (see
 // sameShape): the tree keeps its structure, the changed nodes (and the
 // parent pointers to them) take their entries' current versions, and only
-// what those nodes feed is read off again. Membership is unchanged. It also
-// reports whether the Application changed.
+// what those nodes feed is read off again — all of the row when the App
+// itself changed. Membership is unchanged. It also reports whether the
+// Application changed.
 func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 	tree := slices.Clone(old.Tree)
 	root := tree[0].NodeInfo
-	var health, images, workload, endpoints, resources bool
+	var health, images, workload, endpoints, resources, self bool
 	for i := range tree {
 		n := &tree[i]
 		for _, p := range changed {
@@ -110,6 +111,10 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 			}
 			prev := n.NodeInfo
 			n.NodeInfo = e.info
+			if i == 0 {
+				self = true
+				continue
+			}
 			if prev.HasHealth != e.info.HasHealth || prev.Health != e.info.Health || prev.Cause != e.info.Cause {
 				health = true
 				resources = resources || n.Parent == root
@@ -130,6 +135,10 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 				endpoints = true
 			}
 		}
+	}
+	if self {
+		a := s.summarize(tree, old)
+		return a, !sameApplication(old, a)
 	}
 	a := *old
 	a.Tree = tree

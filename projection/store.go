@@ -501,8 +501,9 @@ func addPatch(list []patch, e *entry, was *NodeInfo) []patch {
 
 // sameShape reports whether a new version of an object leaves every tree
 // as it was built: same uid, same owners, and (what selection reads) the
-// same labels for a Pod and the same selector for a Deployment. Apps and the
-// site, CD and project kinds always take the full path.
+// same labels for a Pod and the same selector for a Deployment. An App's
+// tree reads only its uid and name, so any new version of it keeps the
+// shape. The site, CD and project kinds always take the full path.
 func sameShape(a, b *Object) bool {
 	if a.UID != b.UID || !sameOwners(a.Owners, b.Owners) {
 		return false
@@ -512,7 +513,7 @@ func sameShape(a, b *Object) bool {
 		return slices.Equal(a.Labels, b.Labels)
 	case KindDeployment:
 		return sameSelector(deploymentSelector(a), deploymentSelector(b))
-	case KindApp, KindMiddleware, KindIngressRoute, KindCDApplication, KindAppProject:
+	case KindMiddleware, KindIngressRoute, KindCDApplication, KindAppProject:
 		return false
 	}
 	return true
