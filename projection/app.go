@@ -58,7 +58,10 @@ type App struct {
 	Operation *SyncOp
 
 	// Tree is the resource tree, root first. Shared read-only.
-	Tree []TreeNode
+	Tree []*NodeInfo
+	// parents[i] is the position in Tree of node i's parent, -1 for the
+	// root. Shared by the versions of a row whose tree kept its shape.
+	parents []int32
 
 	// Revision is the projection revision at which this row's Application
 	// last changed (its metadata.resourceVersion); TreeRevision, the one at
@@ -216,15 +219,22 @@ func imagesSum(n *NodeInfo) uint64 {
 	return h
 }
 
-// TreeNode is a node of an application's tree: an object and its parent
-// (nil for the root).
-type TreeNode struct {
-	*NodeInfo
-	Parent *NodeInfo
+// Parent returns the parent of the tree's node i, nil for the root.
+func (a *App) Parent(i int) *NodeInfo {
+	if p := a.parents[i]; p >= 0 {
+		return a.Tree[p]
+	}
+	return nil
 }
 
 // Ref returns the node's ref token, group:kind:namespace:name.
-func (n TreeNode) Ref() string { return n.Obj.Ref() }
+func (n *NodeInfo) Ref() string { return n.Obj.Ref() }
+
+// The parents of the trees of one node and of a root with one child.
+var (
+	rootOnly   = []int32{-1}
+	rootAndOne = []int32{-1, 0}
+)
 
 // Each encoded form of a row version is computed on first use, once, and
 // shared by every reader — and by the next version of the row when that part

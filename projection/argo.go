@@ -209,7 +209,7 @@ func (a *App) Application() Application {
 			Source: app.Spec.Source,
 		})
 	}
-	res := resourceNodes(a.Tree)
+	res := a.resourceNodes()
 	app.Status.Resources = make([]ResourceStatus, 0, len(res))
 	for _, n := range res {
 		app.Status.Resources = append(app.Status.Resources, a.resourceStatus(n))
@@ -240,7 +240,7 @@ func (a *App) source(cfg *Config) ApplicationSource {
 // resourceStatus is a depth-1 node as a status.resources entry. The
 // workload carries the app's sync verdict; the other rendered children
 // exist as the operator rendered them and are Synced.
-func (a *App) resourceStatus(n TreeNode) ResourceStatus {
+func (a *App) resourceStatus(n *NodeInfo) ResourceStatus {
 	o := n.Obj
 	ki := o.Kind.Info()
 	rs := ResourceStatus{Group: ki.Group, Version: ki.Version, Kind: ki.Name, Namespace: o.Namespace, Name: o.Name, Status: SyncSynced, CreatedAt: Timestamp(o.Created)}
@@ -263,8 +263,8 @@ func (a *App) ApplicationJSON() []byte {
 // ApplicationTree returns the row's ApplicationTree.
 func (a *App) ApplicationTree() ApplicationTree {
 	t := ApplicationTree{Nodes: make([]ResourceNode, 0, len(a.Tree)), OrphanedNodes: []ResourceNode{}, Hosts: []struct{}{}}
-	for _, n := range a.Tree {
-		t.Nodes = append(t.Nodes, resourceNode(n))
+	for i, n := range a.Tree {
+		t.Nodes = append(t.Nodes, resourceNode(n, a.Parent(i)))
 	}
 	return t
 }
@@ -275,7 +275,7 @@ func (a *App) ApplicationTreeJSON() []byte {
 	return a.tree.get(func() []byte { return mustJSON(a.ApplicationTree()) })
 }
 
-func resourceNode(n TreeNode) ResourceNode {
+func resourceNode(n, parent *NodeInfo) ResourceNode {
 	o := n.Obj
 	rn := ResourceNode{
 		ResourceRef:     refOf(o),
@@ -283,8 +283,8 @@ func resourceNode(n TreeNode) ResourceNode {
 		CreatedAt:       Timestamp(o.Created),
 		ResourceVersion: o.ResourceVersion,
 	}
-	if n.Parent != nil {
-		rn.ParentRefs = []ResourceRef{refOf(n.Parent.Obj)}
+	if parent != nil {
+		rn.ParentRefs = []ResourceRef{refOf(parent.Obj)}
 	}
 	if tag := n.Tag(); tag != "" {
 		rn.Info = []InfoItem{{Name: "Image Tag", Value: tag}}

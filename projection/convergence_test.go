@@ -191,7 +191,7 @@ func checkInvariants(s *Store) error {
 		}
 		for _, n := range a.Tree {
 			e := s.objects[n.Obj.Key()]
-			if e == nil || e.info != n.NodeInfo {
+			if e == nil || e.info != n {
 				return fmt.Errorf("row %s holds %v at a version the store no longer has", ak, n.Obj.Key())
 			}
 			if !slices.Contains(e.apps, r) {
@@ -224,18 +224,18 @@ func treeHolds(a *App, k ObjectKey) bool {
 // checkTree: one root; every parent resolves within the tree; an operator
 // App's health is the worst of its nodes.
 func checkTree(s *Store, a *App) error {
-	if len(a.Tree) == 0 || a.Tree[0].Parent != nil {
+	if len(a.Tree) == 0 || len(a.parents) != len(a.Tree) || a.parents[0] != -1 {
 		return fmt.Errorf("row %s: tree without a root", a.Key())
 	}
 	seen := map[*NodeInfo]bool{}
 	for i, n := range a.Tree {
-		if i > 0 && (n.Parent == nil || !seen[n.Parent]) {
+		if i > 0 && (a.parents[i] < 0 || int(a.parents[i]) >= i) {
 			return fmt.Errorf("row %s: node %s has a parent outside the nodes before it", a.Key(), n.Ref())
 		}
-		if seen[n.NodeInfo] {
+		if seen[n] {
 			return fmt.Errorf("row %s: node %s twice", a.Key(), n.Ref())
 		}
-		seen[n.NodeInfo] = true
+		seen[n] = true
 	}
 	// The shared encoded forms are those of this version.
 	if got, want := a.ApplicationJSON(), mustJSON(a.Application()); !bytes.Equal(got, want) {

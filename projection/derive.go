@@ -67,8 +67,13 @@ func (s *Store) deriveApp(r *appRow) *App {
 	old, k := r.app, r.key
 	var nu *App
 	if ae := s.objects[ObjectKey{KindApp, k.Namespace, k.Name}]; ae != nil {
-		tree := s.buildTree(ae)
-		nu = s.summarize(tree, old)
+		tree, parents := s.buildTree(ae)
+		if old != nil && slices.Equal(parents, old.parents) {
+			parents = old.parents
+		} else {
+			parents = slices.Clone(parents)
+		}
+		nu = s.summarize(tree, parents, old)
 	}
 	// Every entry of the new tree carries the current generation: record
 	// the row on those, and drop it from the old tree's entries that lost it.
@@ -95,32 +100,27 @@ func (s *Store) deriveApp(r *appRow) *App {
 // Application changed.
 func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 	tree := slices.Clone(old.Tree)
-	root := tree[0].NodeInfo
 	var health, images, workload, endpoints, resources, self bool
-	for i := range tree {
-		n := &tree[i]
+	for i, n := range tree {
 		for _, p := range changed {
 			// Pointer comparisons only: the tree's other nodes are not
 			// read (they may be cold in memory).
-			e := p.e
-			if n.Parent == p.was {
-				n.Parent = e.info
-			}
-			if n.NodeInfo != p.was {
+			if n != p.was {
 				continue
 			}
-			prev := n.NodeInfo
-			n.NodeInfo = e.info
+			e, prev := p.e, n
+			tree[i] = e.info
 			if i == 0 {
 				self = true
 				continue
 			}
+			depth1 := old.parents[i] == 0
 			if prev.HasHealth != e.info.HasHealth || prev.Health != e.info.Health || prev.Cause != e.info.Cause {
 				health = true
-				resources = resources || n.Parent == root
+				resources = resources || depth1
 			}
 			// status.resources also carries a child's creation time.
-			resources = resources || (n.Parent == root && prev.Obj.Created != e.info.Obj.Created)
+			resources = resources || (depth1 && prev.Obj.Created != e.info.Obj.Created)
 			sameImg := sameImages(prev, e.info)
 			images = images || !sameImg
 			switch e.key.Kind {
@@ -137,7 +137,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		}
 	}
 	if self {
-		a := s.summarize(tree, old)
+		a := s.summarize(tree, old.parents, old)
 		return a, !sameApplication(old, a)
 	}
 	a := *old
@@ -151,18 +151,18 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		a.Images = s.treeImages(tree, old.Images)
 		changedApp = changedApp || !slices.Equal(a.Images, old.Images)
 	}
-	spec, _ := root.Obj.Spec.(*AppSpec)
-	if spec == nil {
-		spec = &AppSpec{Replicas: 1}
+	if !workload && !endpoints && !health {
+		return &a, changedApp
 	}
+	spec := appSpec(tree[0].Obj)
 	if workload {
-		w := workloadOf(tree)
+		w := workloadOf(tree, a.parents)
 		a.Running = ""
 		if w != nil {
 			a.Running = runningVersion(w.Obj, spec.Repository)
 		}
 		a.Sync = SyncOf(a.Declared, a.Running)
-		a.History = s.history(tree, w, spec, old.History)
+		a.History = s.history(tree, a.parents, w, spec, old.History)
 		changedApp = changedApp || a.Running != old.Running || a.Sync != old.Sync || !slices.Equal(a.History, old.History)
 	}
 	if endpoints {
@@ -170,7 +170,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		changedApp = changedApp || !slices.Equal(a.Endpoints, old.Endpoints)
 	}
 	if health || workload {
-		a.Operation = operationOf(root.Obj, spec, &a)
+		a.Operation = operationOf(tree[0].Obj, spec, &a)
 		if old.Operation != nil && a.Operation != nil && *old.Operation == *a.Operation {
 			a.Operation = old.Operation
 		}
@@ -198,13 +198,9 @@ func removeRow(list []*appRow, r *appRow) []*appRow {
 // summarize assembles an App row from its tree (root first): everything a
 // row says is read off the tree. Parts equal to the previous version's are
 // shared with it.
-func (s *Store) summarize(tree []TreeNode, old *App) *App {
-	root := tree[0].NodeInfo
-	ao := root.Obj
-	spec, _ := ao.Spec.(*AppSpec)
-	if spec == nil {
-		spec = &AppSpec{Replicas: 1}
-	}
+func (s *Store) summarize(tree []*NodeInfo, parents []int32, old *App) *App {
+	ao := tree[0].Obj
+	spec := appSpec(ao)
 	ns := ao.Namespace
 	env, _, _ := s.cfg.Namespaces.Env(ns)
 	meta := &AppMeta{
@@ -227,8 +223,8 @@ func (s *Store) summarize(tree []TreeNode, old *App) *App {
 	if old != nil && sameMeta(meta, old.AppMeta) {
 		meta = old.AppMeta
 	}
-	a := &App{AppMeta: meta, Tree: tree}
-	workload := workloadOf(tree)
+	a := &App{AppMeta: meta, Tree: tree, parents: parents}
+	workload := workloadOf(tree, parents)
 	if workload != nil {
 		a.Running = runningVersion(workload.Obj, spec.Repository)
 	}
@@ -240,7 +236,7 @@ func (s *Store) summarize(tree []TreeNode, old *App) *App {
 	a.Health = appHealth(tree, prev.Health)
 	a.Images = s.treeImages(tree, prev.Images)
 	a.Endpoints = appEndpoints(spec, tree)
-	a.History = s.history(tree, workload, spec, prev.History)
+	a.History = s.history(tree, parents, workload, spec, prev.History)
 	a.Operation = operationOf(ao, spec, a)
 	if prev.Operation != nil && a.Operation != nil && *prev.Operation == *a.Operation {
 		a.Operation = prev.Operation
@@ -248,21 +244,29 @@ func (s *Store) summarize(tree []TreeNode, old *App) *App {
 	return a
 }
 
+// appSpec is an App's spec; the defaults when it has none.
+func appSpec(o *Object) *AppSpec {
+	if spec, _ := o.Spec.(*AppSpec); spec != nil {
+		return spec
+	}
+	return &AppSpec{Replicas: 1}
+}
+
 // workloadOf is the Deployment (else StatefulSet) rendered for the App: a
 // child of the root named after it.
-func workloadOf(tree []TreeNode) *NodeInfo {
-	root := tree[0].NodeInfo
+func workloadOf(tree []*NodeInfo, parents []int32) *NodeInfo {
+	root := tree[0]
 	var w *NodeInfo
-	for _, n := range resourceNodes(tree) {
+	for _, n := range resourceNodes(tree, parents) {
 		if n.Obj.Name != root.Obj.Name {
 			continue
 		}
 		switch n.Obj.Kind {
 		case KindDeployment:
-			return n.NodeInfo
+			return n
 		case KindStatefulSet:
 			if w == nil {
-				w = n.NodeInfo
+				w = n
 			}
 		}
 	}
@@ -281,12 +285,16 @@ func projectOf(l Labels) string {
 // ReplicaSets and StatefulSets, or selected by a kept Deployment when no
 // owner of theirs is held. Order: root, then by kind, then by name. Every
 // entry placed is marked with the current generation.
-func (s *Store) buildTree(ae *entry) []TreeNode {
+func (s *Store) buildTree(ae *entry) ([]*NodeInfo, []int32) {
 	root := ae.info
 	ao := root.Obj
 	ns := ao.Namespace
 	ae.mark = s.gen
-	tree := s.scratch.tree[:0]
+	tree, parents := s.scratch.tree[:0], s.scratch.parents[:0]
+	add := func(n *NodeInfo, parent int) {
+		tree = append(tree, n)
+		parents = append(parents, int32(parent))
+	}
 	depth1 := s.scratch.depth1[:0]
 	add1 := func(ce *entry) {
 		if ce.mark == s.gen || !isDepth1(ce.key.Kind) || ce.key.Namespace != ns {
@@ -305,41 +313,42 @@ func (s *Store) buildTree(ae *entry) []TreeNode {
 	}
 	sortEntries(depth1)
 	s.scratch.depth1 = depth1
-	tree = append(tree, TreeNode{NodeInfo: root})
+	add(root, -1)
 	for _, d := range depth1 {
-		tree = append(tree, TreeNode{NodeInfo: d.info, Parent: root})
+		add(d.info, 0)
 	}
 
 	// Depth 2 and below, appended per parent in the order of depth 1.
-	for _, d := range depth1 {
+	for i, d := range depth1 {
+		at := 1 + i
 		switch d.key.Kind {
 		case KindDeployment:
 			first := len(tree)
 			for _, rs := range s.ownedBy(d, KindReplicaSet) {
-				tree = append(tree, TreeNode{NodeInfo: rs.info, Parent: d.info})
+				add(rs.info, at)
 			}
 			last := len(tree)
-			for _, rs := range tree[first:last] {
-				for _, p := range s.ownedBy(rs.e, KindPod) {
-					tree = append(tree, TreeNode{NodeInfo: p.info, Parent: rs.NodeInfo})
+			for j := first; j < last; j++ {
+				for _, p := range s.ownedBy(tree[j].e, KindPod) {
+					add(p.info, j)
 				}
 			}
 			if w, ok := d.info.Obj.Spec.(*WorkloadSpec); ok {
 				for _, pe := range s.pods.selectedOrphans(ns, w.Selector) {
 					if pe.mark != s.gen {
 						pe.mark = s.gen
-						tree = append(tree, TreeNode{NodeInfo: pe.info, Parent: d.info})
+						add(pe.info, at)
 					}
 				}
 			}
 		case KindStatefulSet:
 			for _, p := range s.ownedBy(d, KindPod) {
-				tree = append(tree, TreeNode{NodeInfo: p.info, Parent: d.info})
+				add(p.info, at)
 			}
 		}
 	}
-	s.scratch.tree = tree
-	return slices.Clone(tree)
+	s.scratch.tree, s.scratch.parents = tree, parents
+	return slices.Clone(tree), parents
 }
 
 // ownedBy returns the held objects of kind in the owner's namespace that
@@ -401,7 +410,7 @@ func runningVersion(w *Object, repository string) string {
 // appHealth is the worst health over the App node and its live children,
 // with a message naming up to three causes. prev is the previous version's,
 // reused when equal.
-func appHealth(tree []TreeNode, prev Health) Health {
+func appHealth(tree []*NodeInfo, prev Health) Health {
 	worst := HealthHealthy
 	for _, n := range tree {
 		if n.HasHealth && n.Health.Status.Worse(worst) {
@@ -452,7 +461,7 @@ func appHealth(tree []TreeNode, prev Health) Health {
 
 // treeImages are the images of the tree's workloads and pods, sorted and
 // unique; prev when equal.
-func (s *Store) treeImages(tree []TreeNode, prev []string) []string {
+func (s *Store) treeImages(tree []*NodeInfo, prev []string) []string {
 	out := s.scratch.images[:0]
 	for _, n := range tree {
 		if n.Obj.Kind == KindApp {
@@ -477,7 +486,7 @@ func (s *Store) treeImages(tree []TreeNode, prev []string) []string {
 
 // appEndpoints are the operator's status.endpoints, else https:// plus each
 // host of the App's ingress spec and of its Ingress objects.
-func appEndpoints(spec *AppSpec, tree []TreeNode) []string {
+func appEndpoints(spec *AppSpec, tree []*NodeInfo) []string {
 	if len(spec.Endpoints) > 0 {
 		return spec.Endpoints
 	}
@@ -508,11 +517,11 @@ func appEndpoints(spec *AppSpec, tree []TreeNode) []string {
 // entry per ReplicaSet of its Deployment (id = the Deployment revision),
 // after the operator's upgradeHistory entries for versions no ReplicaSet
 // remembers.
-func (s *Store) history(tree []TreeNode, workload *NodeInfo, spec *AppSpec, prev []HistoryEntry) []HistoryEntry {
+func (s *Store) history(tree []*NodeInfo, parents []int32, workload *NodeInfo, spec *AppSpec, prev []HistoryEntry) []HistoryEntry {
 	out := s.scratch.history[:0]
 	if workload != nil && workload.Obj.Kind == KindDeployment {
-		for _, n := range tree {
-			if n.Parent != workload || n.Obj.Kind != KindReplicaSet {
+		for i, n := range tree {
+			if p := parents[i]; p < 0 || tree[p] != workload || n.Obj.Kind != KindReplicaSet {
 				continue
 			}
 			rs := n.Obj

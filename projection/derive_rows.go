@@ -85,7 +85,8 @@ func (s *Store) buildSite(mw *NodeInfo, routes []*NodeInfo) *App {
 		Running: "static",
 		Sync:    SyncSynced,
 		Health:  Health{Status: HealthMissing, Message: "no IngressRoute routes to this site"},
-		Tree:    []TreeNode{{NodeInfo: mw}},
+		Tree:    []*NodeInfo{mw},
+		parents: rootOnly,
 	}
 	for _, ir := range routes {
 		spec, _ := ir.Obj.Spec.(*IngressRouteSpec)
@@ -101,7 +102,7 @@ func (s *Store) buildSite(mw *NodeInfo, routes []*NodeInfo) *App {
 			if host != "" {
 				a.Endpoints = []string{"https://" + host}
 			}
-			a.Tree = append(a.Tree, TreeNode{NodeInfo: ir, Parent: mw})
+			a.Tree, a.parents = append(a.Tree, ir), rootAndOne
 			return a
 		}
 	}
@@ -172,7 +173,8 @@ func (s *Store) deriveCD(k AppKey) *App {
 		Running: spec.SyncRevision,
 		Sync:    SyncCode(spec.SyncStatus),
 		Health:  Health{Status: HealthCode(spec.HealthStatus), Message: spec.HealthMessage},
-		Tree:    []TreeNode{{NodeInfo: e.info}},
+		Tree:    []*NodeInfo{e.info},
+		parents: rootOnly,
 	}
 	if a.Project == "" {
 		a.Project = DefaultProject
@@ -204,7 +206,7 @@ func sameApplication(a, b *App) bool {
 	}
 	// status.resources: the depth-1 nodes, their identity, creation and
 	// health.
-	ra, rb := resourceNodes(a.Tree), resourceNodes(b.Tree)
+	ra, rb := a.resourceNodes(), b.resourceNodes()
 	if len(ra) != len(rb) {
 		return false
 	}
@@ -219,29 +221,24 @@ func sameApplication(a, b *App) bool {
 }
 
 // resourceNodes are the nodes listed in status.resources: the children of
-// the root.
-func resourceNodes(tree []TreeNode) []TreeNode {
+// the root, which come right after it.
+func (a *App) resourceNodes() []*NodeInfo {
+	return resourceNodes(a.Tree, a.parents)
+}
+
+func resourceNodes(tree []*NodeInfo, parents []int32) []*NodeInfo {
 	if len(tree) == 0 {
 		return nil
 	}
-	root := tree[0].NodeInfo
 	end := 1
-	for end < len(tree) && tree[end].Parent == root {
+	for end < len(tree) && parents[end] == 0 {
 		end++
 	}
 	return tree[1:end]
 }
 
-// sameTree reports whether two trees hold the same object versions with the
-// same parents.
-func sameTree(a, b []TreeNode) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].NodeInfo != b[i].NodeInfo || a[i].Parent != b[i].Parent {
-			return false
-		}
-	}
-	return true
+// sameTree reports whether two rows' trees hold the same object versions
+// with the same parents.
+func sameTree(a, b *App) bool {
+	return slices.Equal(a.Tree, b.Tree) && slices.Equal(a.parents, b.parents)
 }

@@ -82,7 +82,7 @@ func (a *App) Native() NativeRow {
 // exists as rendered and is Synced.
 func (a *App) NativeTree() NativeTree {
 	t := NativeTree{Application: a.Native(), Nodes: make([]NativeNode, 0, len(a.Tree))}
-	for _, n := range a.Tree {
+	for i, n := range a.Tree {
 		o := n.Obj
 		ki := o.Kind.Info()
 		nn := NativeNode{
@@ -91,8 +91,8 @@ func (a *App) NativeTree() NativeTree {
 			Images: n.Images(), Tag: n.Tag(), CreatedAt: Timestamp(o.Created), ResourceVersion: o.ResourceVersion,
 			Sync: SyncSynced,
 		}
-		if n.Parent != nil {
-			nn.Parents = append(nn.Parents, n.Parent.Obj.Ref())
+		if p := a.Parent(i); p != nil {
+			nn.Parents = append(nn.Parents, p.Obj.Ref())
 		}
 		if n.HasHealth {
 			nn.Health, nn.HealthMessage = string(n.Health.Status), n.Health.Message
@@ -106,11 +106,11 @@ func (a *App) NativeTree() NativeTree {
 }
 
 // Node returns the tree node with the given ref token.
-func (a *App) Node(ref string) (TreeNode, bool) {
+func (a *App) Node(ref string) (*NodeInfo, bool) {
 	for _, n := range a.Tree {
 		if n.Obj.Ref() == ref {
 			return n, true
 		}
 	}
-	return TreeNode{}, false
+	return nil, false
 }

@@ -118,7 +118,8 @@ type scratch struct {
 	byNS    map[string][]AppKey
 	depth1  []*entry
 	owned   []*entry
-	tree    []TreeNode
+	tree    []*NodeInfo
+	parents []int32
 	images  []string
 	history []HistoryEntry
 }
@@ -624,7 +625,7 @@ func (s *Store) appendDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App)
 	if old == nil || nu == nil {
 		return s.appendKnownDelta(deltas, row, k, old, nu, true, true)
 	}
-	return s.appendKnownDelta(deltas, row, k, old, nu, !sameApplication(old, nu), !sameTree(old.Tree, nu.Tree))
+	return s.appendKnownDelta(deltas, row, k, old, nu, !sameApplication(old, nu), !sameTree(old, nu))
 }
 
 // appendKnownDelta is appendDelta when the caller knows what changed.

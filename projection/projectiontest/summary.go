@@ -28,10 +28,10 @@ func Summary(snap *projection.Snapshot) []string {
 		}
 		sort.Strings(hist)
 		line += " history=" + strings.Join(hist, ",")
-		for _, n := range a.Tree {
+		for i, n := range a.Tree {
 			parent := "-"
-			if n.Parent != nil {
-				parent = n.Parent.Obj.Kind.String() + "/" + n.Parent.Obj.Name
+			if p := a.Parent(i); p != nil {
+				parent = p.Obj.Kind.String() + "/" + p.Obj.Name
 			}
 			line += fmt.Sprintf("\n  %s/%s <- %s %s %q", n.Obj.Kind, n.Obj.Name, parent, n.Health.Status, n.Health.Message)
 		}
