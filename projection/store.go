@@ -134,6 +134,8 @@ type entry struct {
 	apps []*appRow
 	// mark is the derivation generation that last placed it in a tree.
 	mark uint64
+	// shape is the current version's shapeOf.
+	shape uint64
 }
 
 // NewStore returns an empty store whose snapshot is at cfg.BaseRevision.
@@ -206,9 +208,10 @@ func (s *Store) fold(c Change) error {
 		if o.Name == "" {
 			return errors.New("object without name")
 		}
-		if e != nil && sameShape(e.info.Obj, o) {
-			// Only the object's own state changed: its trees keep their
-			// structure, and no index moves.
+		shape := shapeOf(o)
+		if e != nil && shape != 0 && shape == e.shape {
+			// Only the object's own state changed (sameShape): its trees
+			// keep their structure, and no index moves.
 			was := e.info
 			e.info = newNodeInfo(o)
 			e.info.e = e
@@ -226,7 +229,7 @@ func (s *Store) fold(c Change) error {
 		}
 		old := e.info
 		e.info = newNodeInfo(o)
-		e.info.e = e
+		e.info.e, e.shape = e, shape
 		s.link(e, old)
 		s.markAffected(e)
 	case Delete:
@@ -502,7 +505,8 @@ func addPatch(list []patch, e *entry, was *NodeInfo) []patch {
 
 // sameShape reports whether a new version of an object leaves every tree
 // as it was built: same uid, same owners, and (what selection reads) the
-// same labels for a Pod and the same selector for a Deployment. An App's
+// same labels for a Pod and the same selector for a Deployment. Apply
+// compares their shapeOf fingerprints instead. An App's
 // tree reads only its uid and name, so any new version of it keeps the
 // shape. The site, CD and project kinds always take the full path.
 func sameShape(a, b *Object) bool {

@@ -1,0 +1,88 @@
+package projection
+
+import (
+	"slices"
+	"testing"
+)
+
+// The fingerprint Apply compares agrees with sameShape on every pair of
+// versions the generated universe holds, and on targeted edits of each
+// part of a shape.
+func TestShapeFingerprint(t *testing.T) {
+	ids := universe([]string{"hanzo", "tenant-acme"}, 2, 2, 2)
+	pairs := 0
+	for _, id := range ids {
+		for v := range 12 {
+			for w := range 12 {
+				a, b := id.build(v), id.build(w)
+				checkShapePair(t, a, b)
+				pairs++
+			}
+		}
+	}
+	pod := universe([]string{"hanzo"}, 1, 1, 1)
+	var base *Object
+	for _, id := range pod {
+		if id.kind == KindPod {
+			base = id.build(0)
+		}
+	}
+	dep := ids[slices.IndexFunc(ids, func(id identity) bool { return id.kind == KindDeployment })].build(0)
+	edits := map[string]func(o *Object){
+		"uid":         func(o *Object) { o.UID += "x" },
+		"owner uid":   func(o *Object) { o.Owners = []OwnerRef{{Kind: "ReplicaSet", Name: "x", UID: "other"}} },
+		"no owner":    func(o *Object) { o.Owners = nil },
+		"label value": func(o *Object) { o.Labels = Labels{{"app.kubernetes.io/instance", "other"}} },
+		"label added": func(o *Object) { o.Labels = append(slices.Clone(o.Labels), Label{"k", "v"}) },
+		"label split": func(o *Object) { o.Labels = Labels{{"app.kubernetes.io/instance" + "p", "od-template-hash"}} },
+		"status":      func(o *Object) { o.ResourceVersion += "1" },
+		"owner name":  func(o *Object) { o.Owners = []OwnerRef{{Kind: "ReplicaSet", Name: "renamed", UID: o.Owners[0].UID}} },
+	}
+	for name, edit := range edits {
+		for _, o := range []*Object{base, dep} {
+			if name == "owner name" && len(o.Owners) == 0 {
+				continue
+			}
+			c := *o
+			edit(&c)
+			checkShapePair(t, o, &c)
+		}
+	}
+	selectors := map[string]Selector{
+		"invalid":           {MatchLabels: Labels{{"app.kubernetes.io/instance", "a"}}, Invalid: true},
+		"expression":        {Expressions: []Requirement{{Key: "app.kubernetes.io/instance", Operator: "In", Values: []string{"a"}}}},
+		"expression values": {Expressions: []Requirement{{Key: "app.kubernetes.io/instance", Operator: "In", Values: []string{"a", "b"}}}},
+		"expression op":     {Expressions: []Requirement{{Key: "app.kubernetes.io/instance", Operator: "NotIn", Values: []string{"a"}}}},
+		"empty":             {},
+	}
+	for _, x := range selectors {
+		for _, y := range selectors {
+			a, b := *dep, *dep
+			wa, wb := *dep.Spec.(*WorkloadSpec), *dep.Spec.(*WorkloadSpec)
+			wa.Selector, wb.Selector = x, y
+			a.Spec, b.Spec = &wa, &wb
+			checkShapePair(t, &a, &b)
+		}
+	}
+	if pairs == 0 || base == nil {
+		t.Fatal("the universe generated nothing to compare")
+	}
+}
+
+func checkShapePair(t *testing.T, a, b *Object) {
+	t.Helper()
+	fa, fb := shapeOf(a), shapeOf(b)
+	switch a.Kind {
+	case KindMiddleware, KindIngressRoute, KindCDApplication, KindAppProject:
+		if fa != 0 || fb != 0 {
+			t.Fatalf("%s has a shape fingerprint; it always takes the full path", a.Kind)
+		}
+		return
+	}
+	if fa == 0 || fb == 0 {
+		t.Fatalf("%s %s has no shape fingerprint", a.Kind, a.Name)
+	}
+	if got, want := fa == fb, sameShape(a, b); got != want {
+		t.Fatalf("%s %s: fingerprints equal %v, sameShape %v\n a: %+v\n b: %+v", a.Kind, a.Name, got, want, a, b)
+	}
+}
