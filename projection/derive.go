@@ -93,14 +93,14 @@ func (s *Store) deriveApp(r *appRow) *App {
 }
 
 // patchApp is deriveApp for a row none of whose objects changed shape (see
-// sameShape): the tree keeps its structure, the changed nodes (and the
-// parent pointers to them) take their entries' current versions, and only
-// what those nodes feed is read off again — all of the row when the App
-// itself changed. Membership is unchanged. It also reports whether the
+// sameShape): the tree keeps its structure and parents, the changed nodes
+// take their entries' current versions, and only what those nodes feed is
+// read off again. Membership is unchanged. It also reports whether the
 // Application changed.
 func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 	tree := slices.Clone(old.Tree)
-	var health, images, workload, endpoints, resources, self bool
+	var health, images, workload, endpoints, resources bool
+	var self *NodeInfo // the App's version in old, when the App changed
 	for i, n := range tree {
 		for _, p := range changed {
 			// Pointer comparisons only: the tree's other nodes are not
@@ -111,7 +111,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 			e, prev := p.e, n
 			tree[i] = e.info
 			if i == 0 {
-				self = true
+				self = prev
 				continue
 			}
 			depth1 := old.parents[i] == 0
@@ -136,13 +136,19 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 			}
 		}
 	}
-	if self {
-		a := s.summarize(tree, old.parents, old)
-		return a, !sameApplication(old, a)
-	}
 	a := *old
 	a.Tree = tree
 	changedApp := resources
+	root := tree[0]
+	if self != nil {
+		// The App's own fields, and what its spec feeds.
+		spec, was := appSpec(root.Obj), appSpec(self.Obj)
+		a.AppMeta = s.appMeta(root.Obj, spec, old.AppMeta)
+		changedApp = changedApp || a.AppMeta != old.AppMeta
+		health = health || self.HasHealth != root.HasHealth || self.Health != root.Health || self.Cause != root.Cause
+		workload = workload || spec.Tag != was.Tag || spec.Repository != was.Repository || !slices.Equal(spec.UpgradeHistory, was.UpgradeHistory)
+		endpoints = endpoints || !slices.Equal(spec.Endpoints, was.Endpoints) || !sameIngress(spec.Ingress, was.Ingress)
+	}
 	if health {
 		a.Health = appHealth(tree, old.Health)
 		changedApp = changedApp || a.Health != old.Health
@@ -151,10 +157,10 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		a.Images = s.treeImages(tree, old.Images)
 		changedApp = changedApp || !slices.Equal(a.Images, old.Images)
 	}
-	if !workload && !endpoints && !health {
+	if !workload && !endpoints && !health && self == nil {
 		return &a, changedApp
 	}
-	spec := appSpec(tree[0].Obj)
+	spec := appSpec(root.Obj)
 	if workload {
 		w := workloadOf(tree, a.parents)
 		a.Running = ""
@@ -169,8 +175,8 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		a.Endpoints = appEndpoints(spec, tree)
 		changedApp = changedApp || !slices.Equal(a.Endpoints, old.Endpoints)
 	}
-	if health || workload {
-		a.Operation = operationOf(tree[0].Obj, spec, &a)
+	if health || workload || self != nil {
+		a.Operation = operationOf(root.Obj, spec, &a)
 		if old.Operation != nil && a.Operation != nil && *old.Operation == *a.Operation {
 			a.Operation = old.Operation
 		}
@@ -201,29 +207,11 @@ func removeRow(list []*appRow, r *appRow) []*appRow {
 func (s *Store) summarize(tree []*NodeInfo, parents []int32, old *App) *App {
 	ao := tree[0].Obj
 	spec := appSpec(ao)
-	ns := ao.Namespace
-	env, _, _ := s.cfg.Namespaces.Env(ns)
-	meta := &AppMeta{
-		Row:        RowApp,
-		Namespace:  ns,
-		Name:       ao.Name,
-		UID:        ao.UID,
-		Env:        env,
-		Org:        ao.Labels.Value(LabelOrg),
-		Project:    projectOf(ao.Labels),
-		Created:    ao.Created,
-		Role:       spec.Role,
-		Repository: spec.Repository,
-		Declared:   spec.Tag,
-		Phase:      spec.Phase,
-		Replicas:   spec.Replicas,
-		Ready:      spec.ReadyReplicas,
-		cfg:        &s.cfg,
+	var prevMeta *AppMeta
+	if old != nil {
+		prevMeta = old.AppMeta
 	}
-	if old != nil && sameMeta(meta, old.AppMeta) {
-		meta = old.AppMeta
-	}
-	a := &App{AppMeta: meta, Tree: tree, parents: parents}
+	a := &App{AppMeta: s.appMeta(ao, spec, prevMeta), Tree: tree, parents: parents}
 	workload := workloadOf(tree, parents)
 	if workload != nil {
 		a.Running = runningVersion(workload.Obj, spec.Repository)
@@ -250,6 +238,36 @@ func appSpec(o *Object) *AppSpec {
 		return spec
 	}
 	return &AppSpec{Replicas: 1}
+}
+
+// appMeta is what an App says on its own; prev when equal.
+func (s *Store) appMeta(ao *Object, spec *AppSpec, prev *AppMeta) *AppMeta {
+	env, _, _ := s.cfg.Namespaces.Env(ao.Namespace)
+	meta := &AppMeta{
+		Row:        RowApp,
+		Namespace:  ao.Namespace,
+		Name:       ao.Name,
+		UID:        ao.UID,
+		Env:        env,
+		Org:        ao.Labels.Value(LabelOrg),
+		Project:    projectOf(ao.Labels),
+		Created:    ao.Created,
+		Role:       spec.Role,
+		Repository: spec.Repository,
+		Declared:   spec.Tag,
+		Phase:      spec.Phase,
+		Replicas:   spec.Replicas,
+		Ready:      spec.ReadyReplicas,
+		cfg:        &s.cfg,
+	}
+	if prev != nil && sameMeta(meta, prev) {
+		return prev
+	}
+	return meta
+}
+
+func sameIngress(a, b AppIngress) bool {
+	return a.Enabled == b.Enabled && a.TLS == b.TLS && slices.Equal(a.Hosts, b.Hosts)
 }
 
 // workloadOf is the Deployment (else StatefulSet) rendered for the App: a

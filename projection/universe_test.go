@@ -87,6 +87,17 @@ func (id identity) build(variant int) *Object {
 			ReadyReplicas: int32(v % 2), ObservedGeneration: 1, SyncRequestedAt: []string{"", "2026-11-01T00:00:00Z"}[v%2],
 			UpgradeHistory: []Upgrade{{Tag: "v0.9.0", StartedAt: 1_600_000_000}},
 		}
+		// What the spec feeds besides the tree: history, endpoints.
+		spec := o.Spec.(*AppSpec)
+		if v%4 == 1 {
+			spec.UpgradeHistory = append(spec.UpgradeHistory, Upgrade{Tag: "v0.8.0", StartedAt: 1_500_000_000})
+		}
+		switch v % 6 {
+		case 2:
+			spec.Endpoints = []string{"https://" + id.app + ".hanzo.ai"}
+		case 3:
+			spec.Ingress = AppIngress{Enabled: true, Hosts: []string{id.app + ".apps.example.com"}}
+		}
 	case KindDeployment, KindReplicaSet:
 		r := int32(v % 3)
 		ws := &WorkloadSpec{
