@@ -178,7 +178,7 @@ func checkInvariants(s *Store) error {
 	}
 	// Membership: an object is recorded in exactly the App trees holding it.
 	for k, e := range s.objects {
-		for _, r := range e.apps {
+		for r := range e.rows.all() {
 			if s.rows[r.key] != r || r.app == nil || !treeHolds(r.app, k) {
 				return fmt.Errorf("%v records row %s, whose tree does not hold it", k, r.key)
 			}
@@ -194,7 +194,7 @@ func checkInvariants(s *Store) error {
 			if e == nil || e.info != n {
 				return fmt.Errorf("row %s holds %v at a version the store no longer has", ak, n.Obj.Key())
 			}
-			if !slices.Contains(e.apps, r) {
+			if !e.rows.has(r) {
 				return fmt.Errorf("row %s holds %v, which does not record it", ak, n.Obj.Key())
 			}
 		}

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"iter"
 	"slices"
 	"sort"
 	"strconv"
@@ -79,13 +80,13 @@ func (s *Store) deriveApp(r *appRow) *App {
 	// the row on those, and drop it from the old tree's entries that lost it.
 	if nu != nil {
 		for _, n := range nu.Tree {
-			n.e.apps = addRow(n.e.apps, r)
+			n.e.rows.add(r)
 		}
 	}
 	if old != nil {
 		for _, n := range old.Tree {
 			if n.e.mark != s.gen {
-				n.e.apps = removeRow(n.e.apps, r)
+				n.e.rows.remove(r)
 			}
 		}
 	}
@@ -185,20 +186,71 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 	return &a, changedApp
 }
 
-func addRow(list []*appRow, r *appRow) []*appRow {
-	if slices.Contains(list, r) {
-		return list
-	}
-	return append(list, r)
+// rowSet is a set of App rows held inline for the common case of one: an
+// object in more than one tree (a Deployment rendered for one App and named
+// after another) is rare.
+type rowSet struct {
+	one  *appRow
+	more *[]*appRow
 }
 
-func removeRow(list []*appRow, r *appRow) []*appRow {
-	if i := slices.Index(list, r); i >= 0 {
-		copy(list[i:], list[i+1:])
-		list[len(list)-1] = nil
-		return list[:len(list)-1]
+func (rs *rowSet) all() iter.Seq[*appRow] {
+	return func(yield func(*appRow) bool) {
+		if rs.one != nil && !yield(rs.one) {
+			return
+		}
+		if rs.more != nil {
+			for _, r := range *rs.more {
+				if !yield(r) {
+					return
+				}
+			}
+		}
 	}
-	return list
+}
+
+func (rs *rowSet) has(r *appRow) bool {
+	return rs.one == r || (rs.more != nil && slices.Contains(*rs.more, r))
+}
+
+func (rs *rowSet) add(r *appRow) {
+	switch {
+	case rs.has(r):
+	case rs.one == nil:
+		rs.one = r
+	case rs.more == nil:
+		rs.more = &[]*appRow{r}
+	default:
+		*rs.more = append(*rs.more, r)
+	}
+}
+
+func (rs *rowSet) remove(r *appRow) {
+	if rs.one == r {
+		rs.one = nil
+		if rs.more != nil {
+			l := *rs.more
+			rs.one, l[len(l)-1] = l[len(l)-1], nil
+			if l = l[:len(l)-1]; len(l) == 0 {
+				rs.more = nil
+			} else {
+				*rs.more = l
+			}
+		}
+		return
+	}
+	if rs.more == nil {
+		return
+	}
+	l := *rs.more
+	if i := slices.Index(l, r); i >= 0 {
+		l[i], l[len(l)-1] = l[len(l)-1], nil
+		if l = l[:len(l)-1]; len(l) == 0 {
+			rs.more = nil
+		} else {
+			*rs.more = l
+		}
+	}
 }
 
 // summarize assembles an App row from its tree (root first): everything a

@@ -1,9 +1,6 @@
 package projection
 
-import (
-	"encoding/binary"
-	"hash/maphash"
-)
+import "hash/maphash"
 
 // shapeSeed seeds this process's shape fingerprints. Nobody outside the
 // process knows it, so no object can be written to collide with another.
@@ -11,26 +8,22 @@ var shapeSeed = maphash.MakeSeed()
 
 // shapeOf fingerprints what sameShape compares — uid, owner uids, a Pod's
 // labels, a Deployment's selector — so that a new version of an object is
-// checked against the entry alone, without reading the old version (cold
-// in memory on a large fleet). Two versions of different shape share a
-// fingerprint with probability 2^-64. Kinds that always take the full path
-// have none (0).
+// checked against its entry alone, without reading the old version (cold
+// in memory on a large fleet). Each string is hashed whole with the seed,
+// tagged with its part, and folded in order through a bijective mixer: two
+// versions of different shape share a fingerprint with probability about
+// 2^-64. Kinds that always take the full path have none (0).
 func shapeOf(o *Object) uint64 {
 	switch o.Kind {
 	case KindMiddleware, KindIngressRoute, KindCDApplication, KindAppProject:
 		return 0
 	}
-	var h maphash.Hash
-	h.SetSeed(shapeSeed)
-	var n [8]byte
-	str := func(s string) {
-		h.Write(binary.LittleEndian.AppendUint64(n[:0], uint64(len(s))))
-		h.WriteString(s)
-	}
-	str(o.UID)
-	h.Write(binary.LittleEndian.AppendUint64(n[:0], uint64(len(o.Owners))))
+	h := uint64(0x9e3779b97f4a7c15)
+	add := func(tag uint64, s string) { h = mix64(h ^ tag ^ maphash.String(shapeSeed, s)) }
+	mark := func(tag uint64) { h = mix64(h ^ tag) }
+	add(1, o.UID)
 	for _, ow := range o.Owners {
-		str(ow.UID)
+		add(2, ow.UID)
 	}
 	var labels Labels
 	switch o.Kind {
@@ -39,26 +32,34 @@ func shapeOf(o *Object) uint64 {
 	case KindDeployment:
 		sel := deploymentSelector(o)
 		if sel.Invalid {
-			h.WriteByte(1)
+			mark(3)
 		}
 		for _, r := range sel.Expressions {
-			h.WriteByte(2)
-			str(r.Key)
-			str(r.Operator)
+			add(4, r.Key)
+			add(5, r.Operator)
 			for _, v := range r.Values {
-				h.WriteByte(3)
-				str(v)
+				add(6, v)
 			}
 		}
 		labels = sel.MatchLabels
 	}
 	for _, l := range labels {
-		h.WriteByte(4)
-		str(l.Key)
-		str(l.Value)
+		add(7, l.Key)
+		add(8, l.Value)
 	}
-	if s := h.Sum64(); s != 0 {
-		return s
+	mark(9)
+	if h == 0 {
+		return 1
 	}
-	return 1
+	return h
+}
+
+// mix64 is the finalizer of SplitMix64: a bijection of 64-bit words that
+// spreads every input bit over the output.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -84,5 +85,42 @@ func checkShapePair(t *testing.T, a, b *Object) {
 	}
 	if got, want := fa == fb, sameShape(a, b); got != want {
 		t.Fatalf("%s %s: fingerprints equal %v, sameShape %v\n a: %+v\n b: %+v", a.Kind, a.Name, got, want, a, b)
+	}
+}
+
+// rowSet behaves as a set over any sequence of adds and removes, whether it
+// holds its rows inline or spilled.
+func TestRowSet(t *testing.T) {
+	rows := make([]*appRow, 5)
+	for i := range rows {
+		rows[i] = &appRow{key: AppKey{"ns", string(rune('a' + i))}}
+	}
+	var rs rowSet
+	model := map[*appRow]bool{}
+	r := rand.New(rand.NewPCG(7, 7))
+	for step := range 2000 {
+		x := rows[r.IntN(len(rows))]
+		if r.IntN(2) == 0 {
+			rs.add(x)
+			model[x] = true
+		} else {
+			rs.remove(x)
+			delete(model, x)
+		}
+		var got []*appRow
+		for y := range rs.all() {
+			got = append(got, y)
+		}
+		if len(got) != len(model) {
+			t.Fatalf("step %d: set holds %d rows, want %d", step, len(got), len(model))
+		}
+		for _, y := range rows {
+			if rs.has(y) != model[y] || slices.Contains(got, y) != model[y] {
+				t.Fatalf("step %d: row %s held %v, want %v", step, y.key.Name, rs.has(y), model[y])
+			}
+		}
+		if len(model) <= 1 && rs.more != nil {
+			t.Fatalf("step %d: %d rows, still spilled", step, len(model))
+		}
 	}
 }

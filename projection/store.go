@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 )
 
@@ -71,7 +72,10 @@ type Store struct {
 	rev  uint64
 	gen  uint64 // derivation generation, for entry.mark
 
-	objects  map[ObjectKey]*entry
+	objects map[ObjectKey]*entry
+	// nsNames holds one copy of each watched namespace's name: keys built
+	// from it compare their namespaces by pointer.
+	nsNames  map[string]string
 	byUID    map[string]*entry
 	children map[string][]*entry // owner uid → objects naming it as owner
 	names    map[nsName][]*entry // depth-1 kinds by namespace and name
@@ -129,9 +133,9 @@ type scratch struct {
 type entry struct {
 	key  ObjectKey
 	info *NodeInfo // the current version
-	// apps are the App rows whose tree held this object at their last
+	// rows are the App rows whose tree held this object at their last
 	// derivation.
-	apps []*appRow
+	rows rowSet
 	// mark is the derivation generation that last placed it in a tree.
 	mark uint64
 	// shape is the current version's shapeOf.
@@ -144,6 +148,7 @@ func NewStore(cfg Config) *Store {
 		cfg:         cfg,
 		rev:         cfg.BaseRevision,
 		objects:     make(map[ObjectKey]*entry),
+		nsNames:     make(map[string]string),
 		byUID:       make(map[string]*entry),
 		children:    make(map[string][]*entry),
 		names:       make(map[nsName][]*entry),
@@ -198,10 +203,15 @@ func (s *Store) fold(c Change) error {
 	if !o.Kind.InRegistry() {
 		return fmt.Errorf("%s %s/%s: %w", o.Kind, o.Namespace, o.Name, ErrUnknownKind)
 	}
-	if !s.cfg.Namespaces.Watched(o.Namespace) {
-		return fmt.Errorf("%s %s/%s: namespace %q is not in the namespace map", o.Kind, o.Namespace, o.Name, o.Namespace)
+	ns, ok := s.nsNames[o.Namespace]
+	if !ok {
+		if !s.cfg.Namespaces.Watched(o.Namespace) {
+			return fmt.Errorf("%s %s/%s: namespace %q is not in the namespace map", o.Kind, o.Namespace, o.Name, o.Namespace)
+		}
+		ns = strings.Clone(o.Namespace)
+		s.nsNames[ns] = ns
 	}
-	key := o.Key()
+	key := ObjectKey{o.Kind, ns, o.Name}
 	e := s.objects[key]
 	switch c.Op {
 	case Upsert:
@@ -215,7 +225,7 @@ func (s *Store) fold(c Change) error {
 			was := e.info
 			e.info = newNodeInfo(o)
 			e.info.e = e
-			for _, r := range e.apps {
+			for r := range e.rows.all() {
 				s.markPatched(r, e, was)
 			}
 			return nil
@@ -331,7 +341,7 @@ func (s *Store) owner(o *Object, ow OwnerRef) *entry {
 }
 
 func (s *Store) markRows(e *entry) {
-	for _, r := range e.apps {
+	for r := range e.rows.all() {
 		s.markFull(r)
 	}
 }
