@@ -1,6 +1,9 @@
 package projection
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // RowKind says where an application row comes from.
 type RowKind uint8
@@ -44,18 +47,14 @@ func (k AppKey) less(o AppKey) bool {
 }
 
 // App is one application row of a snapshot: immutable once published.
-// What the row's root object says on its own is in AppMeta (shared by the
-// versions of a row that do not change it); the rest is read off the tree.
+// What the row's root object says on its own is in AppMeta, what it reads
+// off its workloads in AppRollout (each shared by the versions of a row
+// that do not change it); the rest is read off the tree.
 type App struct {
 	*AppMeta
+	*AppRollout
 
-	Running   string // the version the workload's pod template runs
-	Sync      SyncCode
-	Health    Health
-	Endpoints []string
-	Images    []string // every image of the tree, sorted, unique
-	History   []HistoryEntry
-	Operation *SyncOp
+	Health Health
 
 	// Tree is the resource tree, root first. Shared read-only.
 	Tree []*NodeInfo
@@ -71,6 +70,25 @@ type App struct {
 
 	argo *lazyBytes // the encoded Application
 	tree *lazyBytes // the encoded ApplicationTree
+}
+
+// AppRollout is what a row reads off its workloads and its spec's status.
+type AppRollout struct {
+	Running   string // the version the workload's pod template runs
+	Sync      SyncCode
+	Endpoints []string
+	Images    []string // every image of the tree, sorted, unique
+	History   []HistoryEntry
+	Operation *SyncOp
+}
+
+func sameRollout(a, b *AppRollout) bool {
+	return a == b || a.Running == b.Running && a.Sync == b.Sync && slices.Equal(a.Endpoints, b.Endpoints) &&
+		slices.Equal(a.Images, b.Images) && slices.Equal(a.History, b.History) && sameOperation(a.Operation, b.Operation)
+}
+
+func sameOperation(a, b *SyncOp) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 // AppMeta is what a row's root object (App, Middleware, CD Application)

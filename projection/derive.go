@@ -154,36 +154,38 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		a.Health = appHealth(tree, old.Health)
 		changedApp = changedApp || a.Health != old.Health
 	}
+	// The rollout part is rebuilt on the stack and kept only if it changed.
+	ro, rollout := *old.AppRollout, false
 	if images {
-		a.Images = s.treeImages(tree, old.Images)
-		changedApp = changedApp || !slices.Equal(a.Images, old.Images)
+		ro.Images = s.treeImages(tree, old.Images)
+		rollout = rollout || !slices.Equal(ro.Images, old.Images)
 	}
-	if !workload && !endpoints && !health && self == nil {
-		return &a, changedApp
-	}
-	spec := appSpec(root.Obj)
-	if workload {
-		w := workloadOf(tree, a.parents)
-		a.Running = ""
-		if w != nil {
-			a.Running = runningVersion(w.Obj, spec.Repository)
+	if workload || endpoints || health || self != nil {
+		spec := appSpec(root.Obj)
+		if workload {
+			w := workloadOf(tree, a.parents)
+			ro.Running = ""
+			if w != nil {
+				ro.Running = runningVersion(w.Obj, spec.Repository)
+			}
+			ro.Sync = SyncOf(a.Declared, ro.Running)
+			ro.History = s.history(tree, a.parents, w, spec, old.History)
+			rollout = rollout || ro.Running != old.Running || ro.Sync != old.Sync || !slices.Equal(ro.History, old.History)
 		}
-		a.Sync = SyncOf(a.Declared, a.Running)
-		a.History = s.history(tree, a.parents, w, spec, old.History)
-		changedApp = changedApp || a.Running != old.Running || a.Sync != old.Sync || !slices.Equal(a.History, old.History)
-	}
-	if endpoints {
-		a.Endpoints = appEndpoints(spec, tree)
-		changedApp = changedApp || !slices.Equal(a.Endpoints, old.Endpoints)
-	}
-	if health || workload || self != nil {
-		a.Operation = operationOf(root.Obj, spec, &a)
-		if old.Operation != nil && a.Operation != nil && *old.Operation == *a.Operation {
-			a.Operation = old.Operation
+		if endpoints {
+			ro.Endpoints = appEndpoints(spec, tree)
+			rollout = rollout || !slices.Equal(ro.Endpoints, old.Endpoints)
 		}
-		changedApp = changedApp || (a.Operation == nil) != (old.Operation == nil) || (a.Operation != nil && *a.Operation != *old.Operation)
+		if op := operationOf(root.Obj, spec, ro.Sync, a.Health); !sameOperation(op, old.Operation) {
+			ro.Operation, rollout = op, true
+		}
 	}
-	return &a, changedApp
+	if rollout {
+		p := new(AppRollout)
+		*p = ro
+		a.AppRollout = p
+	}
+	return &a, changedApp || rollout
 }
 
 // rowSet is a set of App rows held inline for the common case of one: an
@@ -263,23 +265,27 @@ func (s *Store) summarize(tree []*NodeInfo, parents []int32, old *App) *App {
 	if old != nil {
 		prevMeta = old.AppMeta
 	}
-	a := &App{AppMeta: s.appMeta(ao, spec, prevMeta), Tree: tree, parents: parents}
-	workload := workloadOf(tree, parents)
-	if workload != nil {
-		a.Running = runningVersion(workload.Obj, spec.Repository)
-	}
-	a.Sync = SyncOf(a.Declared, a.Running)
 	prev := old
 	if prev == nil {
-		prev = &App{}
+		prev = &App{AppRollout: &AppRollout{}}
 	}
+	ro := &AppRollout{}
+	a := &App{AppMeta: s.appMeta(ao, spec, prevMeta), AppRollout: ro, Tree: tree, parents: parents}
+	workload := workloadOf(tree, parents)
+	if workload != nil {
+		ro.Running = runningVersion(workload.Obj, spec.Repository)
+	}
+	ro.Sync = SyncOf(a.Declared, ro.Running)
 	a.Health = appHealth(tree, prev.Health)
-	a.Images = s.treeImages(tree, prev.Images)
-	a.Endpoints = appEndpoints(spec, tree)
-	a.History = s.history(tree, parents, workload, spec, prev.History)
-	a.Operation = operationOf(ao, spec, a)
-	if prev.Operation != nil && a.Operation != nil && *prev.Operation == *a.Operation {
-		a.Operation = prev.Operation
+	ro.Images = s.treeImages(tree, prev.Images)
+	ro.Endpoints = appEndpoints(spec, tree)
+	ro.History = s.history(tree, parents, workload, spec, prev.History)
+	ro.Operation = operationOf(ao, spec, ro.Sync, a.Health)
+	if sameOperation(ro.Operation, prev.Operation) {
+		ro.Operation = prev.Operation
+	}
+	if sameRollout(ro, prev.AppRollout) {
+		a.AppRollout = prev.AppRollout
 	}
 	return a
 }
@@ -661,7 +667,7 @@ func hasRevision(list []HistoryEntry, rev string) bool {
 // operationOf is the sync operation the App's sync annotation asked for:
 // Running until the app is Synced on its declared version and no longer
 // rolling out, then Succeeded.
-func operationOf(o *Object, spec *AppSpec, a *App) *SyncOp {
+func operationOf(o *Object, spec *AppSpec, sync SyncCode, health Health) *SyncOp {
 	if spec.SyncRequestedAt == "" {
 		return nil
 	}
@@ -670,7 +676,7 @@ func operationOf(o *Object, spec *AppSpec, a *App) *SyncOp {
 		op.StartedAt = ""
 	}
 	pending := o.Generation > spec.ObservedGeneration || !spec.HasStatus
-	if a.Sync != SyncSynced || a.Health.Status == HealthProgressing || pending {
+	if sync != SyncSynced || health.Status == HealthProgressing || pending {
 		op.Phase = "Running"
 		op.Message = "waiting for the rollout of " + orUnknown(spec.Tag)
 	} else {

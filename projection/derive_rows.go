@@ -82,9 +82,8 @@ func (s *Store) buildSite(mw *NodeInfo, routes []*NodeInfo) *App {
 			Declared:  "static",
 			cfg:       &s.cfg,
 		},
-		Running: "static",
-		Sync:    SyncSynced,
-		Health:  Health{Status: HealthMissing, Message: "no IngressRoute routes to this site"},
+		AppRollout: &AppRollout{Running: "static", Sync: SyncSynced},
+		Health:     Health{Status: HealthMissing, Message: "no IngressRoute routes to this site"},
 		Tree:    []*NodeInfo{mw},
 		parents: rootOnly,
 	}
@@ -170,9 +169,8 @@ func (s *Store) deriveCD(k AppKey) *App {
 			Source:    spec,
 			cfg:       &s.cfg,
 		},
-		Running: spec.SyncRevision,
-		Sync:    SyncCode(spec.SyncStatus),
-		Health:  Health{Status: HealthCode(spec.HealthStatus), Message: spec.HealthMessage},
+		AppRollout: &AppRollout{Running: spec.SyncRevision, Sync: SyncCode(spec.SyncStatus)},
+		Health:     Health{Status: HealthCode(spec.HealthStatus), Message: spec.HealthMessage},
 		Tree:    []*NodeInfo{e.info},
 		parents: rootOnly,
 	}
@@ -195,13 +193,7 @@ func (s *Store) deriveCD(k AppKey) *App {
 // sameApplication reports whether two versions of a row encode to the same
 // Application (revision aside).
 func sameApplication(a, b *App) bool {
-	if !sameMeta(a.AppMeta, b.AppMeta) || a.Running != b.Running || a.Sync != b.Sync || a.Health != b.Health {
-		return false
-	}
-	if !slices.Equal(a.Endpoints, b.Endpoints) || !slices.Equal(a.Images, b.Images) || !slices.Equal(a.History, b.History) {
-		return false
-	}
-	if (a.Operation == nil) != (b.Operation == nil) || (a.Operation != nil && *a.Operation != *b.Operation) {
+	if !sameMeta(a.AppMeta, b.AppMeta) || !sameRollout(a.AppRollout, b.AppRollout) || a.Health != b.Health {
 		return false
 	}
 	// status.resources: the depth-1 nodes, their identity, creation and
