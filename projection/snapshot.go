@@ -164,11 +164,15 @@ func (s *Store) publish(deltas []Delta) {
 	next := &Snapshot{Revision: s.rev, Base: prev.Base, cd: prev.cd, cdVersion: prev.cdVersion, projects: prev.projects, envs: prev.envs}
 
 	// The changed keys, grouped by namespace in buffers reused across
-	// batches (a namespace without changes keeps an empty one).
+	// batches (a namespace without changes keeps an empty one, and none
+	// keeps a row past this call).
 	changed := s.scratch.byNS
-	for ns, keys := range changed {
-		changed[ns] = keys[:0]
-	}
+	defer func() {
+		for ns, l := range changed {
+			clear(l)
+			changed[ns] = l[:0]
+		}
+	}()
 	var cdChanged []AppKey
 	any := false
 	for _, d := range deltas {
@@ -176,7 +180,13 @@ func (s *Store) publish(deltas []Delta) {
 			cdChanged = append(cdChanged, d.Key)
 			continue
 		}
-		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], d.Key)
+		// The row now shown at the key: an App's new version, else (an App
+		// gone, or a site) whichever row the store holds there.
+		cur := d.New
+		if d.Row != RowApp || cur == nil {
+			cur = s.row(d.Key)
+		}
+		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], rowChange{d.Key, cur})
 		any = true
 	}
 	if any {
@@ -207,7 +217,14 @@ func (s *Store) row(k AppKey) *App {
 	return s.sites[k]
 }
 
-func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKey) []NamespaceRows {
+// rowChange is a key whose row changed, and the row now shown there (nil
+// for none).
+type rowChange struct {
+	key AppKey
+	row *App
+}
+
+func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]rowChange) []NamespaceRows {
 	out := make([]NamespaceRows, 0, len(prev)+len(changed))
 	names := make([]string, 0, len(changed))
 	for ns, keys := range changed {
@@ -238,7 +255,11 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKe
 			if old != nil {
 				oldRows = old.Rows
 			}
-			rows := mergeRows(oldRows, changed[ns], s.row)
+			keys := make([]AppKey, len(changed[ns]))
+			for i, c := range changed[ns] {
+				keys[i] = c.key
+			}
+			rows := mergeRows(oldRows, keys, s.row)
 			s.indexRows(ns, rows)
 			if len(rows) == 0 {
 				continue
@@ -255,16 +276,16 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]AppKe
 // and the changed ones put in place by their known positions, without
 // searching or reading the others; the tenant index is redone only if an
 // org label moved.
-func (s *Store) replaceRows(old *NamespaceRows, changed []AppKey) (NamespaceRows, bool) {
+func (s *Store) replaceRows(old *NamespaceRows, changed []rowChange) (NamespaceRows, bool) {
 	if old == nil {
 		return NamespaceRows{}, false
 	}
 	pos := s.rowPos[old.Namespace]
 	allOrg := old.Org != "" && len(old.Tenant) == len(old.Rows)
 	rows := slices.Clone(old.Rows)
-	for _, k := range changed {
-		p, had := pos[k.Name]
-		a := s.row(k)
+	for _, c := range changed {
+		p, had := pos[c.key.Name]
+		a := c.row
 		if !had || a == nil {
 			return NamespaceRows{}, false
 		}

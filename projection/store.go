@@ -119,7 +119,7 @@ type appRow struct {
 // scratch holds buffers the writer reuses across derivations; nothing in
 // them is ever published.
 type scratch struct {
-	byNS    map[string][]AppKey
+	byNS    map[string][]rowChange
 	depth1  []*entry
 	owned   []*entry
 	tree    []*NodeInfo
@@ -157,7 +157,7 @@ func NewStore(cfg Config) *Store {
 		sites:       make(map[AppKey]*App),
 		cds:         make(map[AppKey]*App),
 		rowPos:      make(map[string]map[string]int),
-		scratch:     scratch{byNS: make(map[string][]AppKey)},
+		scratch:     scratch{byNS: make(map[string][]rowChange)},
 		siteObjs:    make(map[string]map[ObjectKey]struct{}),
 		projectObjs: make(map[ObjectKey]struct{}),
 		dirtySites:  make(map[string]struct{}),
