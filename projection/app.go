@@ -258,13 +258,18 @@ var (
 // shared by every reader — and by the next version of the row when that part
 // of it did not change (Store.appendDelta decides, and hands out the cells).
 
-// lazyBytes is a value computed once, on first use.
+// lazyBytes is a value computed once, on first use. The cell is made for
+// every changed row version, read or not: it holds the value boxed, so that
+// an empty cell is 24 bytes.
 type lazyBytes struct {
 	once sync.Once
-	b    []byte
+	b    *[]byte
 }
 
 func (l *lazyBytes) get(f func() []byte) []byte {
-	l.once.Do(func() { l.b = f() })
-	return l.b
+	l.once.Do(func() {
+		b := f()
+		l.b = &b
+	})
+	return *l.b
 }
