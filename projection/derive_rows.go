@@ -84,8 +84,8 @@ func (s *Store) buildSite(mw *NodeInfo, routes []*NodeInfo) *App {
 		},
 		AppRollout: &AppRollout{Running: "static", Sync: SyncSynced},
 		Health:     Health{Status: HealthMissing, Message: "no IngressRoute routes to this site"},
-		Tree:    []*NodeInfo{mw},
-		parents: rootOnly,
+		Tree:       []*NodeInfo{mw},
+		parents:    rootOnly,
 	}
 	for _, ir := range routes {
 		spec, _ := ir.Obj.Spec.(*IngressRouteSpec)
@@ -171,8 +171,8 @@ func (s *Store) deriveCD(k AppKey) *App {
 		},
 		AppRollout: &AppRollout{Running: spec.SyncRevision, Sync: SyncCode(spec.SyncStatus)},
 		Health:     Health{Status: HealthCode(spec.HealthStatus), Message: spec.HealthMessage},
-		Tree:    []*NodeInfo{e.info},
-		parents: rootOnly,
+		Tree:       []*NodeInfo{e.info},
+		parents:    rootOnly,
 	}
 	if a.Project == "" {
 		a.Project = DefaultProject
