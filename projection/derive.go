@@ -154,6 +154,9 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		a.Health = appHealth(tree, old.Health)
 		changedApp = changedApp || a.Health != old.Health
 	}
+	if !images && !workload && !endpoints && !health && self == nil {
+		return &a, changedApp
+	}
 	// The rollout part is rebuilt on the stack and kept only if it changed.
 	ro, rollout := *old.AppRollout, false
 	if images {

@@ -175,18 +175,25 @@ func (s *Store) publish(deltas []Delta) {
 	}()
 	var cdChanged []AppKey
 	any := false
-	for _, d := range deltas {
+	handles := s.scratch.deltaRows
+	defer func() {
+		clear(handles)
+		s.scratch.deltaRows = handles[:0]
+	}()
+	for i, d := range deltas {
 		if d.Row == RowCD {
 			cdChanged = append(cdChanged, d.Key)
 			continue
 		}
 		// The row now shown at the key: an App's new version, else (an App
 		// gone, or a site) whichever row the store holds there.
-		cur := d.New
+		cur, pos := d.New, int32(-1)
 		if d.Row != RowApp || cur == nil {
 			cur = s.row(d.Key)
+		} else if i < len(handles) {
+			pos = handles[i].pos
 		}
-		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], rowChange{d.Key, cur})
+		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], rowChange{d.Key, cur, pos})
 		any = true
 	}
 	if any {
@@ -217,11 +224,13 @@ func (s *Store) row(k AppKey) *App {
 	return s.sites[k]
 }
 
-// rowChange is a key whose row changed, and the row now shown there (nil
-// for none).
+// rowChange is a key whose row changed, the row now shown there (nil for
+// none), and, for an App's new version, the position its handle records
+// (-1: none, or unknown).
 type rowChange struct {
 	key AppKey
 	row *App
+	pos int32
 }
 
 func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]rowChange) []NamespaceRows {
@@ -280,11 +289,14 @@ func (s *Store) replaceRows(old *NamespaceRows, changed []rowChange) (NamespaceR
 	if old == nil {
 		return NamespaceRows{}, false
 	}
-	pos := s.rowPos[old.Namespace]
+	sites := s.sitePos[old.Namespace]
 	allOrg := old.Org != "" && len(old.Tenant) == len(old.Rows)
 	rows := slices.Clone(old.Rows)
 	for _, c := range changed {
-		p, had := pos[c.key.Name]
+		p, had := int(c.pos), c.pos >= 0
+		if !had {
+			p, had = sites[c.key.Name]
+		}
 		a := c.row
 		if !had || a == nil {
 			return NamespaceRows{}, false
@@ -305,17 +317,27 @@ func (s *Store) replaceRows(old *NamespaceRows, changed []rowChange) (NamespaceR
 	return nr, true
 }
 
-// indexRows records where each row of a namespace sits.
+// indexRows records where each row of a namespace sits: an App row's
+// position in its handle, a site's in sitePos.
 func (s *Store) indexRows(ns string, rows []*App) {
-	if len(rows) == 0 {
-		delete(s.rowPos, ns)
-		return
-	}
-	pos := make(map[string]int, len(rows))
+	var sites map[string]int
 	for i, a := range rows {
-		pos[a.Name] = i
+		if a.Row == RowApp {
+			if r := s.rows[a.Key()]; r != nil {
+				r.pos = int32(i)
+			}
+			continue
+		}
+		if sites == nil {
+			sites = make(map[string]int)
+		}
+		sites[a.Name] = i
 	}
-	s.rowPos[ns] = pos
+	if sites == nil {
+		delete(s.sitePos, ns)
+	} else {
+		s.sitePos[ns] = sites
+	}
 }
 
 // mergeRows returns a new sorted slice: old with the rows at the changed keys

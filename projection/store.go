@@ -84,9 +84,9 @@ type Store struct {
 	rows  map[AppKey]*appRow // operator App rows, held or pending
 	sites map[AppKey]*App
 	cds   map[AppKey]*App
-	// rowPos is, per namespace, each published row's position in its
-	// NamespaceRows.Rows.
-	rowPos map[string]map[string]int
+	// sitePos is, per namespace, each published site row's position in its
+	// NamespaceRows.Rows (an App row's is in its handle).
+	sitePos map[string]map[string]int
 
 	// Per-namespace objects of the site kinds, and the AppProjects (few).
 	siteObjs    map[string]map[ObjectKey]struct{}
@@ -114,12 +114,18 @@ type appRow struct {
 	// sameShape): the tree keeps its structure and is patched instead.
 	queued, full bool
 	patches      []patch
+	// pos is the published row's position in its namespace's rows; -1
+	// before it is first published.
+	pos int32
 }
 
 // scratch holds buffers the writer reuses across derivations; nothing in
 // them is ever published.
 type scratch struct {
 	byNS    map[string][]rowChange
+	// deltaRows[i] is the handle of the App row of the derived deltas[i]
+	// (nil past the App rows).
+	deltaRows []*appRow
 	depth1  []*entry
 	owned   []*entry
 	tree    []*NodeInfo
@@ -156,7 +162,7 @@ func NewStore(cfg Config) *Store {
 		rows:        make(map[AppKey]*appRow),
 		sites:       make(map[AppKey]*App),
 		cds:         make(map[AppKey]*App),
-		rowPos:      make(map[string]map[string]int),
+		sitePos:     make(map[string]map[string]int),
 		scratch:     scratch{byNS: make(map[string][]rowChange)},
 		siteObjs:    make(map[string]map[ObjectKey]struct{}),
 		projectObjs: make(map[ObjectKey]struct{}),
@@ -350,7 +356,7 @@ func (s *Store) markRows(e *entry) {
 func (s *Store) rowAt(k AppKey) *appRow {
 	r := s.rows[k]
 	if r == nil {
-		r = &appRow{key: k}
+		r = &appRow{key: k, pos: -1}
 		s.rows[k] = r
 	}
 	return r
@@ -583,7 +589,9 @@ func (s *Store) derive() []Delta {
 		// given sequence of changes, and no sort.
 		queue := s.queue
 		deltas = make([]Delta, 0, len(queue))
+		handles := s.scratch.deltaRows[:0]
 		for i, r := range queue {
+			n := len(deltas)
 			old := r.app
 			if !r.full && old != nil {
 				nu, appChanged := s.patchApp(old, r.patches)
@@ -592,6 +600,9 @@ func (s *Store) derive() []Delta {
 			} else {
 				r.app = s.deriveApp(r)
 				deltas = s.appendDelta(deltas, RowApp, r.key, old, r.app)
+			}
+			if len(deltas) > n {
+				handles = append(handles, r)
 			}
 			r.queued, r.full = false, false
 			clear(r.patches)
@@ -603,6 +614,7 @@ func (s *Store) derive() []Delta {
 			queue[i] = nil
 		}
 		s.queue = queue[:0]
+		s.scratch.deltaRows = handles
 	}
 	if len(s.dirtySites) > 0 {
 		nss := make([]string, 0, len(s.dirtySites))
