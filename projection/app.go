@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"hash/maphash"
 	"slices"
 	"sync"
 )
@@ -223,16 +224,13 @@ func (n *NodeInfo) Tag() string {
 // (by hash: the old version's spec is not read).
 func sameImages(a, b *NodeInfo) bool { return a.imgSum == b.imgSum }
 
-// imagesSum hashes the images of a node's containers (FNV-1a).
+// imagesSum fingerprints the images of a node's containers, in order, the
+// way shapeOf fingerprints a shape (seeded, so no image name can be chosen
+// to collide with another).
 func imagesSum(n *NodeInfo) uint64 {
-	h := uint64(14695981039346656037)
+	h := uint64(0x9e3779b97f4a7c15)
 	for _, c := range n.containers() {
-		for i := 0; i < len(c.Image); i++ {
-			h ^= uint64(c.Image[i])
-			h *= 1099511628211
-		}
-		h ^= 0xff
-		h *= 1099511628211
+		h = mix64(h ^ maphash.String(fingerprintSeed, c.Image))
 	}
 	return h
 }

@@ -2,9 +2,10 @@ package projection
 
 import "hash/maphash"
 
-// shapeSeed seeds this process's shape fingerprints. Nobody outside the
-// process knows it, so no object can be written to collide with another.
-var shapeSeed = maphash.MakeSeed()
+// fingerprintSeed seeds this process's fingerprints of shapes and images.
+// Nobody outside the process knows it, so no object can be written to
+// collide with another.
+var fingerprintSeed = maphash.MakeSeed()
 
 // shapeOf fingerprints what sameShape compares — uid, owner uids, a Pod's
 // labels, a Deployment's selector — so that a new version of an object is
@@ -19,7 +20,7 @@ func shapeOf(o *Object) uint64 {
 		return 0
 	}
 	h := uint64(0x9e3779b97f4a7c15)
-	add := func(tag uint64, s string) { h = mix64(h ^ tag ^ maphash.String(shapeSeed, s)) }
+	add := func(tag uint64, s string) { h = mix64(h ^ tag ^ maphash.String(fingerprintSeed, s)) }
 	mark := func(tag uint64) { h = mix64(h ^ tag) }
 	add(1, o.UID)
 	for _, ow := range o.Owners {

@@ -124,3 +124,26 @@ func TestRowSet(t *testing.T) {
 		}
 	}
 }
+
+// Two versions run the same images exactly when their image fingerprints
+// agree: names, order and count all count.
+func TestImagesFingerprint(t *testing.T) {
+	lists := [][]Container{
+		nil,
+		{{Image: "ghcr.io/hanzoai/iam:v1"}},
+		{{Image: "ghcr.io/hanzoai/iam:v2"}},
+		{{Image: "ghcr.io/hanzoai/iam:v1"}, {Image: "redis:7"}},
+		{{Image: "redis:7"}, {Image: "ghcr.io/hanzoai/iam:v1"}},
+		{{Image: "ghcr.io/hanzoai/iam:v1"}, {Image: ""}},
+		{{Image: "ghcr.io/hanzoai/iam:v1redis:7"}},
+	}
+	for i, x := range lists {
+		for j, y := range lists {
+			a := &NodeInfo{Obj: &Object{Kind: KindPod, Spec: &PodSpec{Containers: x}}}
+			b := &NodeInfo{Obj: &Object{Kind: KindDeployment, Spec: &WorkloadSpec{Containers: slices.Clone(y)}}}
+			if got := imagesSum(a) == imagesSum(b); got != (i == j) {
+				t.Errorf("images %v and %v: fingerprints equal %v", x, y, got)
+			}
+		}
+	}
+}
