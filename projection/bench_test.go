@@ -98,9 +98,8 @@ func benchPod(ns, rs, name, app, rsUID, image string, version int, deleting bool
 // Deployments (10%, one in twenty of them a rollout that changes the
 // template) and Apps (5%, a full re-derivation each), spread over random
 // apps.
-func benchChanges(fleet []*Object, n int) []Change {
+func benchChanges(apps, n int) []Change {
 	r := rand.New(rand.NewPCG(1, 1))
-	apps := len(fleet) / 20
 	out := make([]Change, 0, n)
 	for i := range n {
 		a := r.IntN(apps)
@@ -135,6 +134,13 @@ func benchChanges(fleet []*Object, n int) []Change {
 	return out
 }
 
+// benchStore is a store loaded with the 10k-app fleet, and changes to fold
+// into it. Nothing else keeps the fleet's first versions: as in the server,
+// the store holds the only reference to what it replaced.
+func benchStore(tb testing.TB) (*Store, []Change) {
+	return loadedStore(tb, benchFleet(10_000)), benchChanges(10_000, 1<<15)
+}
+
 func loadedStore(tb testing.TB, fleet []*Object) *Store {
 	tb.Helper()
 	s := NewStore(DefaultConfig())
@@ -149,11 +155,9 @@ func loadedStore(tb testing.TB, fleet []*Object) *Store {
 // BenchmarkApply folds updates into a loaded 10k-app / 200k-object fleet in
 // batches, the way the writer drains its queue.
 func BenchmarkApply(b *testing.B) {
-	fleet := benchFleet(10_000)
 	for _, batch := range []int{1, 64, 512, 4096} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			s := loadedStore(b, fleet)
-			changes := benchChanges(fleet, 1<<15)
+			s, changes := benchStore(b)
 			runtime.GC()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -183,10 +187,9 @@ func BenchmarkApply(b *testing.B) {
 // BenchmarkApplyPerChange reports allocation per change at batch 512 in a
 // form -benchmem cannot: bytes allocated divided by changes.
 func BenchmarkApplyPerChange(b *testing.B) {
-	fleet := benchFleet(10_000)
-	s := loadedStore(b, fleet)
+	s, changes := benchStore(b)
 	const batch = 512
-	changes := benchChanges(fleet, 1<<15)
+	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
