@@ -581,7 +581,8 @@ func (s *Store) hasPresentOwner(o *Object) bool {
 	return false
 }
 
-// derive recomputes every dirty row and returns the deltas, in key order.
+// derive recomputes every dirty row and returns the deltas: App rows in the
+// order they were marked, then sites and CD Applications in key order.
 func (s *Store) derive() []Delta {
 	var deltas []Delta
 	if len(s.queue) > 0 {
