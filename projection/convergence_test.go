@@ -283,3 +283,20 @@ func TestApplyRejects(t *testing.T) {
 		t.Fatalf("store holds %d objects, want 1", len(s.objects))
 	}
 }
+
+// A row's first delta is ADDED, its last DELETED, the ones between MODIFIED.
+func TestDeltaTypes(t *testing.T) {
+	s := NewStore(DefaultConfig())
+	id := identity{KindApp, "hanzo", "app0", "app0", ""}
+	want := []EventType{Added, Modified, Deleted}
+	changes := []Change{{Op: Upsert, Object: id.build(0)}, {Op: Upsert, Object: id.build(1)}, {Op: Delete, Object: id.build(1)}}
+	for i, c := range changes {
+		deltas, err := s.Apply(c)
+		if err != nil || len(deltas) != 1 {
+			t.Fatalf("change %d: %d deltas, %v", i, len(deltas), err)
+		}
+		if got := deltas[0].Type(); got != want[i] {
+			t.Errorf("change %d: delta type %s, want %s", i, got, want[i])
+		}
+	}
+}

@@ -51,14 +51,25 @@ const (
 type Delta struct {
 	Revision uint64
 	Key      AppKey
-	Row      RowKind
-	Type     EventType
 	Old      *App // nil for Added
 	New      *App // nil for Deleted
+	Row      RowKind
 	// AppChanged: the Application (list/detail/stream form) changed.
 	// TreeChanged: the resource tree changed. A Delta has at least one.
 	AppChanged  bool
 	TreeChanged bool
+}
+
+// Type is the Delta's watch event type: Added without an old version,
+// Deleted without a new one, else Modified.
+func (d *Delta) Type() EventType {
+	switch {
+	case d.Old == nil:
+		return Added
+	case d.New == nil:
+		return Deleted
+	}
+	return Modified
 }
 
 // ErrRejected wraps every change Apply refused.
@@ -664,10 +675,10 @@ func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu 
 		s.rev++
 		nu.Revision, nu.TreeRevision = s.rev, s.rev
 		nu.argo, nu.tree = new(lazyBytes), new(lazyBytes)
-		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Added, New: nu, AppChanged: true, TreeChanged: true})
+		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, New: nu, AppChanged: true, TreeChanged: true})
 	case nu == nil:
 		s.rev++
-		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Deleted, Old: old, AppChanged: true, TreeChanged: true})
+		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Old: old, AppChanged: true, TreeChanged: true})
 	}
 	if !appChanged && !treeChanged {
 		// Keep the published version: nothing a reader sees changed.
@@ -683,7 +694,7 @@ func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu 
 	if treeChanged {
 		nu.TreeRevision, nu.tree = s.rev, new(lazyBytes)
 	}
-	return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Type: Modified, Old: old, New: nu, AppChanged: appChanged, TreeChanged: treeChanged})
+	return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Old: old, New: nu, AppChanged: appChanged, TreeChanged: treeChanged})
 }
 
 func (s *Store) keep(row RowKind, k AppKey, old *App) {
