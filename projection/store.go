@@ -133,16 +133,16 @@ type appRow struct {
 // scratch holds buffers the writer reuses across derivations; nothing in
 // them is ever published.
 type scratch struct {
-	byNS    map[string][]rowChange
+	byNS map[string][]rowChange
 	// deltaRows[i] is the handle of the App row of the derived deltas[i]
 	// (nil past the App rows).
 	deltaRows []*appRow
-	depth1  []*entry
-	owned   []*entry
-	tree    []*NodeInfo
-	parents []int32
-	images  []string
-	history []HistoryEntry
+	depth1    []*entry
+	owned     []*entry
+	tree      []*NodeInfo
+	parents   []int32
+	images    []string
+	history   []HistoryEntry
 }
 
 // entry is the writer's record of one object, stable across its versions.
