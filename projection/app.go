@@ -3,6 +3,7 @@ package projection
 import (
 	"hash/maphash"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -158,10 +159,10 @@ type NodeInfo struct {
 	Obj       *Object
 	Health    Health
 	HasHealth bool
-	// Cause names the node in an application's health message, with a
-	// short reason: "Pod:tenant-acme/web-7d9-x2 (CrashLoopBackOff)". Empty
-	// when healthy.
-	Cause string
+	// Reason is why an unhealthy node is so, in short: a pod's waiting or
+	// termination reason, else its health message cut short, else its
+	// status ("CrashLoopBackOff"). Empty when healthy.
+	Reason string
 
 	imgSum uint64 // a hash of its containers' images, to see a change cheaply
 	e      *entry // the writer's record of the object; never read by readers
@@ -233,6 +234,24 @@ func imagesSum(n *NodeInfo) uint64 {
 		h = mix64(h ^ maphash.String(fingerprintSeed, c.Image))
 	}
 	return h
+}
+
+// writeCause names an unhealthy node in an application's health message,
+// with its reason: "Pod:tenant-acme/web-7d9-x2 (CrashLoopBackOff)".
+func writeCause(b *strings.Builder, n *NodeInfo) {
+	o := n.Obj
+	b.WriteString(o.Kind.String())
+	b.WriteByte(':')
+	b.WriteString(o.Namespace)
+	b.WriteByte('/')
+	b.WriteString(o.Name)
+	b.WriteString(" (")
+	b.WriteString(n.Reason)
+	b.WriteByte(')')
+}
+
+func causeLen(n *NodeInfo) int {
+	return len(n.Obj.Kind.String()) + len(n.Obj.Namespace) + len(n.Obj.Name) + len(n.Reason) + 5
 }
 
 // Parent returns the parent of the tree's node i, nil for the root.

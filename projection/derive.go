@@ -27,7 +27,7 @@ func newNodeInfo(o *Object) *NodeInfo {
 	n.Health, n.HasHealth = ObjectHealth(o)
 	n.imgSum = imagesSum(n)
 	if n.HasHealth && n.Health.Status != HealthHealthy {
-		n.Cause = o.Kind.String() + ":" + o.Namespace + "/" + o.Name + " (" + shortReason(o, n.Health) + ")"
+		n.Reason = shortReason(o, n.Health)
 	}
 	return n
 }
@@ -116,7 +116,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 				continue
 			}
 			depth1 := old.parents[i] == 0
-			if prev.HasHealth != e.info.HasHealth || prev.Health != e.info.Health || prev.Cause != e.info.Cause {
+			if prev.HasHealth != e.info.HasHealth || prev.Health != e.info.Health || prev.Reason != e.info.Reason {
 				health = true
 				resources = resources || depth1
 			}
@@ -146,7 +146,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		spec, was := appSpec(root.Obj), appSpec(self.Obj)
 		a.AppMeta = s.appMeta(root.Obj, spec, old.AppMeta)
 		changedApp = changedApp || a.AppMeta != old.AppMeta
-		health = health || self.HasHealth != root.HasHealth || self.Health != root.Health || self.Cause != root.Cause
+		health = health || self.HasHealth != root.HasHealth || self.Health != root.Health || self.Reason != root.Reason
 		workload = workload || spec.Tag != was.Tag || spec.Repository != was.Repository || !slices.Equal(spec.UpgradeHistory, was.UpgradeHistory)
 		endpoints = endpoints || !slices.Equal(spec.Endpoints, was.Endpoints) || !sameIngress(spec.Ingress, was.Ingress)
 	}
@@ -503,7 +503,7 @@ func appHealth(tree []*NodeInfo, prev Health) Health {
 	for _, n := range tree {
 		if n.HasHealth && n.Health.Status == worst {
 			if total < 3 {
-				size += len(n.Cause) + 2
+				size += causeLen(n) + 2
 			}
 			total++
 		}
@@ -523,7 +523,7 @@ func appHealth(tree []*NodeInfo, prev Health) Health {
 		default:
 			b.WriteString(", ")
 		}
-		b.WriteString(n.Cause)
+		writeCause(&b, n)
 		i++
 	}
 	if total > 3 {
