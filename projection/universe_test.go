@@ -128,7 +128,10 @@ func (id identity) build(variant int) *Object {
 		}
 		ps := &PodSpec{RestartPolicy: "Always", Containers: []Container{{Name: "c", Image: "ghcr.io/hanzoai/" + id.app + ":v1.0.0"}}, Phase: "Running", Ready: v%2 == 0}
 		if v%3 == 2 {
-			ps.Statuses = []ContainerStatus{{Name: "c", Waiting: true, WaitingReason: "CrashLoopBackOff", WaitingMessage: "back-off"}}
+			// Two reasons, one message: the health is the same, the
+			// cause the App's health message names is not.
+			reason := []string{"CrashLoopBackOff", "ImagePullBackOff"}[v/3%2]
+			ps.Statuses = []ContainerStatus{{Name: "c", Waiting: true, WaitingReason: reason, WaitingMessage: "back-off"}}
 		}
 		o.Spec = ps
 		o.Deleting = v%9 == 8
