@@ -159,6 +159,10 @@ type NodeInfo struct {
 	Obj       *Object
 	Health    Health
 	HasHealth bool
+	// Reason is why an unhealthy node is so, in short: a pod's waiting or
+	// termination reason, else its health message cut short, else its
+	// status ("CrashLoopBackOff"). Empty when healthy.
+	Reason string
 
 	imgSum uint64 // a hash of its containers' images, to see a change cheaply
 	e      *entry // the writer's record of the object; never read by readers
@@ -232,17 +236,6 @@ func imagesSum(n *NodeInfo) uint64 {
 	return h
 }
 
-// Reason is why an unhealthy node is so, in short: a pod's waiting or
-// termination reason, else its health message cut short, else its status
-// ("CrashLoopBackOff"). Empty when healthy. It is read off the object when
-// asked (a health message names at most three nodes), not kept.
-func (n *NodeInfo) Reason() string {
-	if !n.HasHealth || n.Health.Status == HealthHealthy {
-		return ""
-	}
-	return shortReason(n.Obj, n.Health)
-}
-
 // writeCause names an unhealthy node in an application's health message,
 // with its reason: "Pod:tenant-acme/web-7d9-x2 (CrashLoopBackOff)".
 func writeCause(b *strings.Builder, n *NodeInfo) {
@@ -253,12 +246,12 @@ func writeCause(b *strings.Builder, n *NodeInfo) {
 	b.WriteByte('/')
 	b.WriteString(o.Name)
 	b.WriteString(" (")
-	b.WriteString(n.Reason())
+	b.WriteString(n.Reason)
 	b.WriteByte(')')
 }
 
 func causeLen(n *NodeInfo) int {
-	return len(n.Obj.Kind.String()) + len(n.Obj.Namespace) + len(n.Obj.Name) + len(n.Reason()) + 5
+	return len(n.Obj.Kind.String()) + len(n.Obj.Namespace) + len(n.Obj.Name) + len(n.Reason) + 5
 }
 
 // Parent returns the parent of the tree's node i, nil for the root.

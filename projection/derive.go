@@ -26,6 +26,9 @@ func newNodeInfo(o *Object) *NodeInfo {
 	n := &NodeInfo{Obj: o}
 	n.Health, n.HasHealth = ObjectHealth(o)
 	n.imgSum = imagesSum(n)
+	if n.HasHealth && n.Health.Status != HealthHealthy {
+		n.Reason = shortReason(o, n.Health)
+	}
 	return n
 }
 
@@ -113,7 +116,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 				continue
 			}
 			depth1 := old.parents[i] == 0
-			if prev.HasHealth != e.info.HasHealth || prev.Health != e.info.Health || prev.Reason() != e.info.Reason() {
+			if prev.HasHealth != e.info.HasHealth || prev.Health != e.info.Health || prev.Reason != e.info.Reason {
 				health = true
 				resources = resources || depth1
 			}
@@ -143,7 +146,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		spec, was := appSpec(root.Obj), appSpec(self.Obj)
 		a.AppMeta = s.appMeta(root.Obj, spec, old.AppMeta)
 		changedApp = changedApp || a.AppMeta != old.AppMeta
-		health = health || self.HasHealth != root.HasHealth || self.Health != root.Health || self.Reason() != root.Reason()
+		health = health || self.HasHealth != root.HasHealth || self.Health != root.Health || self.Reason != root.Reason
 		workload = workload || spec.Tag != was.Tag || spec.Repository != was.Repository || !slices.Equal(spec.UpgradeHistory, was.UpgradeHistory)
 		endpoints = endpoints || !slices.Equal(spec.Endpoints, was.Endpoints) || !sameIngress(spec.Ingress, was.Ingress)
 	}

@@ -170,7 +170,7 @@ func TestCrashLoopRecovers(t *testing.T) {
 	}
 	crashing := func() (string, int64) {
 		for _, n := range h.row(fleet.NamespaceAcme, "web").Tree {
-			if n.Obj.Kind == projection.KindPod && n.Reason() == "CrashLoopBackOff" {
+			if n.Obj.Kind == projection.KindPod && n.Reason == "CrashLoopBackOff" {
 				pod := h.get(projection.KindPod, fleet.NamespaceAcme, n.Obj.Name)
 				statuses, _, _ := unstructured.NestedSlice(pod.Object, "status", "containerStatuses")
 				restarts, _, _ := unstructured.NestedInt64(statuses[0].(map[string]any), "restartCount")
