@@ -3,7 +3,8 @@
 #                (kube-apiserver + etcd, controller-manager, scheduler, Hydra,
 #                Chromium, docker compose), installing and building them first.
 #   make tools   build the real components into $(TOOLS) (skips what is built)
-#   make bench   the benchmarks recorded in BENCHMARKS.md
+#   make bench   the benchmarks recorded in BENCHMARKS.md (make bench-fold: the
+#                fold's one-core throughput alone)
 #   make fuzz    a longer run of every fuzz target
 
 SHELL := /usr/bin/env bash
