@@ -94,7 +94,7 @@ func (s *Store) deriveApp(r *appRow) *App {
 }
 
 // patchApp is deriveApp for a row none of whose objects changed shape (see
-// sameShape): the tree keeps its structure and parents, the changed nodes
+// shapeOf): the tree keeps its structure and parents, the changed nodes
 // take their entries' current versions, and only what those nodes feed is
 // read off again. Membership is unchanged. It also reports whether the
 // Application changed.

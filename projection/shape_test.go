@@ -147,3 +147,27 @@ func TestImagesFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// sameShape is what shapeOf fingerprints, compared field by field: the
+// oracle of TestShapeFingerprint.
+func sameShape(a, b *Object) bool {
+	if a.UID != b.UID || !sameOwners(a.Owners, b.Owners) {
+		return false
+	}
+	switch a.Kind {
+	case KindPod:
+		return slices.Equal(a.Labels, b.Labels)
+	case KindDeployment:
+		return sameSelector(deploymentSelector(a), deploymentSelector(b))
+	case KindMiddleware, KindIngressRoute, KindCDApplication, KindAppProject:
+		return false
+	}
+	return true
+}
+
+func sameSelector(a, b Selector) bool {
+	return a.Invalid == b.Invalid && slices.Equal(a.MatchLabels, b.MatchLabels) &&
+		slices.EqualFunc(a.Expressions, b.Expressions, func(x, y Requirement) bool {
+			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+		})
+}

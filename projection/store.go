@@ -122,7 +122,7 @@ type appRow struct {
 	app *App // the published version; nil while none
 	// queued: listed in Store.queue. full: derive from scratch. Otherwise
 	// patches are the objects that changed without changing shape (see
-	// sameShape): the tree keeps its structure and is patched instead.
+	// shapeOf): the tree keeps its structure and is patched instead.
 	queued, full bool
 	patches      []patch
 	// pos is the published row's position in its namespace's rows; -1
@@ -135,7 +135,7 @@ type appRow struct {
 type scratch struct {
 	byNS map[string][]rowChange
 	// deltaRows[i] is the handle of the App row of the derived deltas[i]
-	// (nil past the App rows).
+	// (the App rows' deltas come first).
 	deltaRows []*appRow
 	depth1    []*entry
 	owned     []*entry
@@ -237,7 +237,7 @@ func (s *Store) fold(c Change) error {
 		}
 		shape := shapeOf(o)
 		if e != nil && shape != 0 && shape == e.shape {
-			// Only the object's own state changed (sameShape): its trees
+			// Only the object's own state changed (same shapeOf): its trees
 			// keep their structure, and no index moves.
 			was := e.info
 			e.info = newNodeInfo(o)
@@ -528,34 +528,6 @@ func addPatch(list []patch, e *entry, was *NodeInfo) []patch {
 		}
 	}
 	return append(list, patch{e, was})
-}
-
-// sameShape reports whether a new version of an object leaves every tree
-// as it was built: same uid, same owners, and (what selection reads) the
-// same labels for a Pod and the same selector for a Deployment. Apply
-// compares their shapeOf fingerprints instead. An App's
-// tree reads only its uid and name, so any new version of it keeps the
-// shape. The site, CD and project kinds always take the full path.
-func sameShape(a, b *Object) bool {
-	if a.UID != b.UID || !sameOwners(a.Owners, b.Owners) {
-		return false
-	}
-	switch a.Kind {
-	case KindPod:
-		return slices.Equal(a.Labels, b.Labels)
-	case KindDeployment:
-		return sameSelector(deploymentSelector(a), deploymentSelector(b))
-	case KindMiddleware, KindIngressRoute, KindCDApplication, KindAppProject:
-		return false
-	}
-	return true
-}
-
-func sameSelector(a, b Selector) bool {
-	return a.Invalid == b.Invalid && slices.Equal(a.MatchLabels, b.MatchLabels) &&
-		slices.EqualFunc(a.Expressions, b.Expressions, func(x, y Requirement) bool {
-			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
-		})
 }
 
 func sameOwners(a, b []OwnerRef) bool {
