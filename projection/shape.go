@@ -8,16 +8,16 @@ import "hash/maphash"
 var fingerprintSeed = maphash.MakeSeed()
 
 // shapeOf fingerprints an object's shape: what decides where it sits in the
-// trees — its uid, its owners' uids, and what selection reads: a Pod's labels,
-// a Deployment's selector. A new version of the same shape leaves every tree
-// as it was built (an App's tree reads only its uid and name, so any new
-// version of an App keeps the shape); the site, CD and project kinds always
-// take the full path. Apply compares a new version's fingerprint with the one
-// its entry holds, without reading the old version (cold in memory on a large
-// fleet). Each string is hashed whole with the seed,
-// tagged with its part, and folded in order through a bijective mixer: two
-// versions of different shape share a fingerprint with probability about
-// 2^-64. Kinds that always take the full path have none (0).
+// trees — its uid, its owners' uids, and what selection reads: a Pod's
+// labels, a Deployment's selector. A new version of the same shape leaves
+// every tree as it was built (an App's tree reads only its uid and name, so
+// any new version of an App keeps the shape); the site, CD and project kinds
+// always take the full path and have no fingerprint (0). Apply compares a new
+// version's fingerprint with the one its entry holds, without reading the
+// old version (cold in memory on a large fleet). Each string is hashed whole
+// with the seed, tagged with its part, and folded in order through a
+// bijective mixer: two versions of different shape share a fingerprint with
+// probability about 2^-64.
 func shapeOf(o *Object) uint64 {
 	switch o.Kind {
 	case KindMiddleware, KindIngressRoute, KindCDApplication, KindAppProject:
