@@ -231,30 +231,25 @@ func (rs *rowSet) add(r *appRow) {
 }
 
 func (rs *rowSet) remove(r *appRow) {
-	if rs.one == r {
-		rs.one = nil
-		if rs.more != nil {
-			l := *rs.more
-			rs.one, l[len(l)-1] = l[len(l)-1], nil
-			if l = l[:len(l)-1]; len(l) == 0 {
-				rs.more = nil
-			} else {
-				*rs.more = l
-			}
-		}
-		return
-	}
 	if rs.more == nil {
+		if rs.one == r {
+			rs.one = nil
+		}
 		return
 	}
 	l := *rs.more
-	if i := slices.Index(l, r); i >= 0 {
-		l[i], l[len(l)-1] = l[len(l)-1], nil
-		if l = l[:len(l)-1]; len(l) == 0 {
-			rs.more = nil
-		} else {
-			*rs.more = l
-		}
+	if rs.one == r {
+		rs.one = l[len(l)-1] // the last spilled row moves inline
+	} else if i := slices.Index(l, r); i >= 0 {
+		l[i] = l[len(l)-1]
+	} else {
+		return
+	}
+	l[len(l)-1] = nil
+	if l = l[:len(l)-1]; len(l) == 0 {
+		rs.more = nil
+	} else {
+		*rs.more = l
 	}
 }
 
@@ -264,16 +259,12 @@ func (rs *rowSet) remove(r *appRow) {
 func (s *Store) summarize(tree []*NodeInfo, parents []int32, old *App) *App {
 	ao := tree[0].Obj
 	spec := appSpec(ao)
-	var prevMeta *AppMeta
-	if old != nil {
-		prevMeta = old.AppMeta
-	}
 	prev := old
 	if prev == nil {
 		prev = &App{AppRollout: &AppRollout{}}
 	}
 	ro := &AppRollout{}
-	a := &App{AppMeta: s.appMeta(ao, spec, prevMeta), AppRollout: ro, Tree: tree, parents: parents}
+	a := &App{AppMeta: s.appMeta(ao, spec, prev.AppMeta), AppRollout: ro, Tree: tree, parents: parents}
 	workload := workloadOf(tree, parents)
 	if workload != nil {
 		ro.Running = runningVersion(workload.Obj, spec.Repository)

@@ -166,20 +166,17 @@ func (s *Store) publish(deltas []Delta) {
 	// The changed keys, grouped by namespace in buffers reused across
 	// batches (a namespace without changes keeps an empty one, and none
 	// keeps a row past this call).
-	changed := s.scratch.byNS
+	changed, handles := s.scratch.byNS, s.scratch.deltaRows
 	defer func() {
 		for ns, l := range changed {
 			clear(l)
 			changed[ns] = l[:0]
 		}
-	}()
-	var cdChanged []AppKey
-	any := false
-	handles := s.scratch.deltaRows
-	defer func() {
 		clear(handles)
 		s.scratch.deltaRows = handles[:0]
 	}()
+	var cdChanged []AppKey
+	rowsChanged := false
 	for i, d := range deltas {
 		if d.Row == RowCD {
 			cdChanged = append(cdChanged, d.Key)
@@ -194,9 +191,9 @@ func (s *Store) publish(deltas []Delta) {
 			pos = handles[i].pos
 		}
 		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], rowChange{d.Key, cur, pos})
-		any = true
+		rowsChanged = true
 	}
-	if any {
+	if rowsChanged {
 		next.namespaces = s.mergeNamespaces(prev.namespaces, changed)
 		next.envs = envIndex(next.namespaces)
 	} else {
