@@ -4,7 +4,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 )
 
 // RowKind says where an application row comes from.
@@ -70,8 +70,8 @@ type App struct {
 	Revision     uint64
 	TreeRevision uint64
 
-	argo *lazyBytes // the encoded Application
-	tree *lazyBytes // the encoded ApplicationTree
+	argo encoded // the encoded Application
+	tree encoded // the encoded ApplicationTree
 }
 
 // AppRollout is what a row reads off its workloads and its spec's status.
@@ -271,22 +271,28 @@ var (
 	rootAndOne = []int32{-1, 0}
 )
 
-// Each encoded form of a row version is computed on first use, once, and
-// shared by every reader — and by the next version of the row when that part
-// of it did not change (Store.appendDelta decides, and hands out the cells).
+// Each encoded form of a row version is computed on first use and shared by
+// every reader — and by the next version of the row when that part of it did
+// not change (Store.appendKnownDelta hands it on).
 
-// lazyBytes is a value computed once, on first use. The cell is made for
-// every changed row version, read or not: it holds the value boxed, so that
-// an empty cell is 24 bytes.
-type lazyBytes struct {
-	once sync.Once
-	b    *[]byte
+// encoded is one encoded form of a row version. Two readers asking for it
+// at the same moment may both encode it; they get the same bytes, and one
+// copy is kept.
+type encoded struct{ p atomic.Pointer[[]byte] }
+
+func (c *encoded) get(f func() []byte) []byte {
+	if p := c.p.Load(); p != nil {
+		return *p
+	}
+	b := f()
+	if c.p.CompareAndSwap(nil, &b) {
+		return b
+	}
+	return *c.p.Load()
 }
 
-func (l *lazyBytes) get(f func() []byte) []byte {
-	l.once.Do(func() {
-		b := f()
-		l.b = &b
-	})
-	return *l.b
+// next is a new version of the row: every field but the encoded forms,
+// which a reader of a may be filling in meanwhile.
+func (a *App) next() *App {
+	return &App{AppMeta: a.AppMeta, AppRollout: a.AppRollout, Health: a.Health, Tree: a.Tree, parents: a.parents, Revision: a.Revision, TreeRevision: a.TreeRevision}
 }

@@ -20,7 +20,7 @@ func (s *Snapshot) Canonical() []byte {
 		Tenants  map[string][]string
 	}
 	enc := func(a *App) row {
-		c := *a
+		c := a.next()
 		c.Revision, c.TreeRevision = 0, 0
 		return row{Application: c.Application(), Tree: c.ApplicationTree(), Native: c.NativeTree()}
 	}

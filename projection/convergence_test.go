@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -298,5 +299,61 @@ func TestDeltaTypes(t *testing.T) {
 		if got := deltas[0].Type(); got != want[i] {
 			t.Errorf("change %d: delta type %s, want %s", i, got, want[i])
 		}
+	}
+}
+
+// A row's new version keeps the encoded form of a part that did not change
+// (the same bytes, not encoded again) and starts without the other's.
+func TestEncodedFormsHandedOn(t *testing.T) {
+	s := NewStore(DefaultConfig())
+	if _, err := s.Apply(upserts(benchApp("hanzo", "", "web", 0))...); err != nil {
+		t.Fatal(err)
+	}
+	old := s.app(AppKey{"hanzo", "web"})
+	argo, tree := old.ApplicationJSON(), old.ApplicationTreeJSON()
+	// A restart count moves: the tree changes, the Application does not.
+	deltas, err := s.Apply(Change{Op: Upsert, Object: benchPod("hanzo", "web-rs9", "web-rs9-0", "web", "hanzo-rs-web-rs9", "ghcr.io/hanzoai/web:v1.9.0", 2, false)})
+	if err != nil || len(deltas) != 1 {
+		t.Fatalf("%d deltas, %v", len(deltas), err)
+	}
+	d := deltas[0]
+	if d.AppChanged || !d.TreeChanged {
+		t.Fatalf("AppChanged %v TreeChanged %v, want false, true", d.AppChanged, d.TreeChanged)
+	}
+	if got := d.New.argo.p.Load(); got == nil || &(*got)[0] != &argo[0] {
+		t.Error("the unchanged Application's encoded form was not handed on")
+	}
+	if d.New.tree.p.Load() != nil {
+		t.Error("the changed tree's version starts with an encoded form")
+	}
+	if got := d.New.ApplicationTreeJSON(); string(got) == string(tree) {
+		t.Error("the changed tree encodes as before")
+	}
+}
+
+// App.next copies every field but the encoded forms: a field added to App
+// and not to next fails here.
+func TestAppNext(t *testing.T) {
+	a := &App{AppMeta: &AppMeta{}, AppRollout: &AppRollout{}, Health: Health{Status: HealthDegraded}, Tree: []*NodeInfo{{}}, parents: rootOnly, Revision: 3, TreeRevision: 4}
+	b := []byte("{}")
+	a.argo.p.Store(&b)
+	a.tree.p.Store(&b)
+	n := a.next()
+	av, nv := reflect.ValueOf(a).Elem(), reflect.ValueOf(n).Elem()
+	for i := range av.NumField() {
+		f := av.Type().Field(i)
+		switch f.Name {
+		case "argo", "tree":
+			continue
+		}
+		if av.Field(i).IsZero() {
+			t.Fatalf("field %s is not set in this test: set it", f.Name)
+		}
+		if !reflect.DeepEqual(reflect.NewAt(f.Type, av.Field(i).Addr().UnsafePointer()).Elem().Interface(), reflect.NewAt(f.Type, nv.Field(i).Addr().UnsafePointer()).Elem().Interface()) {
+			t.Errorf("next does not copy %s", f.Name)
+		}
+	}
+	if n.argo.p.Load() != nil || n.tree.p.Load() != nil {
+		t.Error("next copies the encoded forms")
 	}
 }

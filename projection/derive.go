@@ -137,7 +137,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 			}
 		}
 	}
-	a := *old
+	a := old.next()
 	a.Tree = tree
 	changedApp := resources
 	root := tree[0]
@@ -155,7 +155,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		changedApp = changedApp || a.Health != old.Health
 	}
 	if !images && !workload && !endpoints && !health && self == nil {
-		return &a, changedApp
+		return a, changedApp
 	}
 	// The rollout part is rebuilt on the stack and kept only if it changed.
 	ro, rollout := *old.AppRollout, false
@@ -188,7 +188,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		*p = ro
 		a.AppRollout = p
 	}
-	return &a, changedApp || rollout
+	return a, changedApp || rollout
 }
 
 // rowSet is a set of App rows held inline for the common case of one: an

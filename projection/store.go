@@ -646,7 +646,6 @@ func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu 
 	case old == nil:
 		s.rev++
 		nu.Revision, nu.TreeRevision = s.rev, s.rev
-		nu.argo, nu.tree = new(lazyBytes), new(lazyBytes)
 		return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, New: nu, AppChanged: true, TreeChanged: true})
 	case nu == nil:
 		s.rev++
@@ -659,12 +658,15 @@ func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu 
 	}
 	s.rev++
 	nu.Revision, nu.TreeRevision = old.Revision, old.TreeRevision
-	nu.argo, nu.tree = old.argo, old.tree
 	if appChanged {
-		nu.Revision, nu.argo = s.rev, new(lazyBytes)
+		nu.Revision = s.rev
+	} else {
+		nu.argo.p.Store(old.argo.p.Load())
 	}
 	if treeChanged {
-		nu.TreeRevision, nu.tree = s.rev, new(lazyBytes)
+		nu.TreeRevision = s.rev
+	} else {
+		nu.tree.p.Store(old.tree.p.Load())
 	}
 	return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Old: old, New: nu, AppChanged: appChanged, TreeChanged: treeChanged})
 }
