@@ -292,7 +292,69 @@ func (c *encoded) get(f func() []byte) []byte {
 }
 
 // next is a new version of the row: every field but the encoded forms,
-// which a reader of a may be filling in meanwhile.
+// which a reader of a may be filling in meanwhile. Its tree is a copy of
+// a's, to be patched.
 func (a *App) next() *App {
-	return &App{AppMeta: a.AppMeta, AppRollout: a.AppRollout, Health: a.Health, Tree: a.Tree, parents: a.parents, Revision: a.Revision, TreeRevision: a.TreeRevision}
+	n := newApp(a.Tree)
+	n.AppMeta, n.AppRollout, n.Health, n.parents = a.AppMeta, a.AppRollout, a.Health, a.parents
+	n.Revision, n.TreeRevision = a.Revision, a.TreeRevision
+	return n
+}
+
+// newApp allocates a row version and a copy of tree as its Tree, in one
+// piece for trees of up to 64 nodes: the two are read together, and live
+// and die together (no other version shares a tree that it patches).
+func newApp(tree []*NodeInfo) *App {
+	var a *App
+	var t []*NodeInfo
+	// The sizes fill Go's allocation size classes (an App is 128 bytes).
+	switch n := len(tree); {
+	case n <= 8:
+		p := new(struct {
+			a App
+			t [8]*NodeInfo
+		})
+		a, t = &p.a, p.t[:n:n]
+	case n <= 16:
+		p := new(struct {
+			a App
+			t [16]*NodeInfo
+		})
+		a, t = &p.a, p.t[:n:n]
+	case n <= 20:
+		p := new(struct {
+			a App
+			t [20]*NodeInfo
+		})
+		a, t = &p.a, p.t[:n:n]
+	case n <= 24:
+		p := new(struct {
+			a App
+			t [24]*NodeInfo
+		})
+		a, t = &p.a, p.t[:n:n]
+	case n <= 32:
+		p := new(struct {
+			a App
+			t [32]*NodeInfo
+		})
+		a, t = &p.a, p.t[:n:n]
+	case n <= 48:
+		p := new(struct {
+			a App
+			t [48]*NodeInfo
+		})
+		a, t = &p.a, p.t[:n:n]
+	case n <= 64:
+		p := new(struct {
+			a App
+			t [64]*NodeInfo
+		})
+		a, t = &p.a, p.t[:n:n]
+	default:
+		a, t = new(App), make([]*NodeInfo, n)
+	}
+	copy(t, tree)
+	a.Tree = t
+	return a
 }

@@ -99,7 +99,8 @@ func (s *Store) deriveApp(r *appRow) *App {
 // read off again. Membership is unchanged. It also reports whether the
 // Application changed.
 func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
-	tree := slices.Clone(old.Tree)
+	a := old.next()
+	tree := a.Tree
 	var health, images, workload, endpoints, resources bool
 	var self *NodeInfo // the App's version in old, when the App changed
 	for i, n := range tree {
@@ -137,8 +138,6 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 			}
 		}
 	}
-	a := old.next()
-	a.Tree = tree
 	changedApp := resources
 	root := tree[0]
 	if self != nil {
@@ -254,8 +253,8 @@ func (rs *rowSet) remove(r *appRow) {
 }
 
 // summarize assembles an App row from its tree (root first): everything a
-// row says is read off the tree. Parts equal to the previous version's are
-// shared with it.
+// row says is read off the tree, which the row copies. Parts equal to the
+// previous version's are shared with it.
 func (s *Store) summarize(tree []*NodeInfo, parents []int32, old *App) *App {
 	ao := tree[0].Obj
 	spec := appSpec(ao)
@@ -264,7 +263,9 @@ func (s *Store) summarize(tree []*NodeInfo, parents []int32, old *App) *App {
 		prev = &App{AppRollout: &AppRollout{}}
 	}
 	ro := &AppRollout{}
-	a := &App{AppMeta: s.appMeta(ao, spec, prev.AppMeta), AppRollout: ro, Tree: tree, parents: parents}
+	a := newApp(tree)
+	tree = a.Tree
+	a.AppMeta, a.AppRollout, a.parents = s.appMeta(ao, spec, prev.AppMeta), ro, parents
 	workload := workloadOf(tree, parents)
 	if workload != nil {
 		ro.Running = runningVersion(workload.Obj, spec.Repository)
@@ -354,7 +355,8 @@ func projectOf(l Labels) string {
 // by the App's name; ReplicaSets of kept Deployments; Pods of kept
 // ReplicaSets and StatefulSets, or selected by a kept Deployment when no
 // owner of theirs is held. Order: root, then by kind, then by name. Every
-// entry placed is marked with the current generation.
+// entry placed is marked with the current generation. The tree and parents
+// returned are the writer's buffers, valid until the next build.
 func (s *Store) buildTree(ae *entry) ([]*NodeInfo, []int32) {
 	root := ae.info
 	ao := root.Obj
@@ -418,7 +420,7 @@ func (s *Store) buildTree(ae *entry) ([]*NodeInfo, []int32) {
 		}
 	}
 	s.scratch.tree, s.scratch.parents = tree, parents
-	return slices.Clone(tree), parents
+	return tree, parents
 }
 
 // ownedBy returns the held objects of kind in the owner's namespace that
