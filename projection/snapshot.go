@@ -168,9 +168,9 @@ func (s *Store) publish(deltas []Delta) {
 	// keeps a row past this call).
 	changed, handles := s.scratch.byNS, s.scratch.deltaRows
 	defer func() {
-		for ns, l := range changed {
-			clear(l)
-			changed[ns] = l[:0]
+		for _, l := range changed {
+			clear(*l)
+			*l = (*l)[:0]
 		}
 		clear(handles)
 		s.scratch.deltaRows = handles[:0]
@@ -185,12 +185,16 @@ func (s *Store) publish(deltas []Delta) {
 		// The row now shown at the key: an App's new version, else (an App
 		// gone, or a site) whichever row the store holds there.
 		cur, pos := d.New, int32(-1)
-		if d.Row != RowApp || cur == nil {
-			cur = s.row(d.Key)
-		} else if i < len(handles) {
-			pos = handles[i].pos
+		var l *[]rowChange
+		if d.Row == RowApp && cur != nil && i < len(handles) {
+			pos, l = handles[i].pos, handles[i].changes
+		} else {
+			if d.Row != RowApp || cur == nil {
+				cur = s.row(d.Key)
+			}
+			l = s.changesIn(d.Key.Namespace)
 		}
-		changed[d.Key.Namespace] = append(changed[d.Key.Namespace], rowChange{d.Key, cur, pos})
+		*l = append(*l, rowChange{d.Key, cur, pos})
 		rowsChanged = true
 	}
 	if rowsChanged {
@@ -230,11 +234,11 @@ type rowChange struct {
 	pos int32
 }
 
-func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]rowChange) []NamespaceRows {
+func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string]*[]rowChange) []NamespaceRows {
 	out := make([]NamespaceRows, 0, len(prev)+len(changed))
 	names := make([]string, 0, len(changed))
 	for ns, keys := range changed {
-		if len(keys) > 0 {
+		if len(*keys) > 0 {
 			names = append(names, ns)
 		}
 	}
@@ -253,7 +257,7 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]rowCh
 				i++
 			}
 			j++
-			if nr, ok := s.replaceRows(old, changed[ns]); ok {
+			if nr, ok := s.replaceRows(old, *changed[ns]); ok {
 				out = append(out, nr)
 				continue
 			}
@@ -261,8 +265,8 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string][]rowCh
 			if old != nil {
 				oldRows = old.Rows
 			}
-			keys := make([]AppKey, len(changed[ns]))
-			for i, c := range changed[ns] {
+			keys := make([]AppKey, len(*changed[ns]))
+			for i, c := range *changed[ns] {
 				keys[i] = c.key
 			}
 			rows := mergeRows(oldRows, keys, s.row)

@@ -128,12 +128,14 @@ type appRow struct {
 	// pos is the published row's position in its namespace's rows; -1
 	// before it is first published.
 	pos int32
+	// changes is publish's list of its namespace's changed rows.
+	changes *[]rowChange
 }
 
 // scratch holds buffers the writer reuses across derivations; nothing in
 // them is ever published.
 type scratch struct {
-	byNS map[string][]rowChange
+	byNS map[string]*[]rowChange
 	// deltaRows[i] is the handle of the App row of the derived deltas[i]
 	// (the App rows' deltas come first).
 	deltaRows []*appRow
@@ -174,7 +176,7 @@ func NewStore(cfg Config) *Store {
 		sites:       make(map[AppKey]*App),
 		cds:         make(map[AppKey]*App),
 		sitePos:     make(map[string]map[string]int),
-		scratch:     scratch{byNS: make(map[string][]rowChange)},
+		scratch:     scratch{byNS: make(map[string]*[]rowChange)},
 		siteObjs:    make(map[string]map[ObjectKey]struct{}),
 		projectObjs: make(map[ObjectKey]struct{}),
 		dirtySites:  make(map[string]struct{}),
@@ -220,16 +222,21 @@ func (s *Store) fold(c Change) error {
 	if !o.Kind.InRegistry() {
 		return fmt.Errorf("%s %s/%s: %w", o.Kind, o.Namespace, o.Name, ErrUnknownKind)
 	}
-	ns, ok := s.nsNames[o.Namespace]
-	if !ok {
-		if !s.cfg.Namespaces.Watched(o.Namespace) {
-			return fmt.Errorf("%s %s/%s: namespace %q is not in the namespace map", o.Kind, o.Namespace, o.Name, o.Namespace)
-		}
-		ns = strings.Clone(o.Namespace)
-		s.nsNames[ns] = ns
-	}
-	key := ObjectKey{o.Kind, ns, o.Name}
+	key := ObjectKey{o.Kind, o.Namespace, o.Name}
 	e := s.objects[key]
+	if e != nil {
+		key = e.key // its namespace is the store's copy
+	} else {
+		ns, ok := s.nsNames[o.Namespace]
+		if !ok {
+			if !s.cfg.Namespaces.Watched(o.Namespace) {
+				return fmt.Errorf("%s %s/%s: namespace %q is not in the namespace map", o.Kind, o.Namespace, o.Name, o.Namespace)
+			}
+			ns = strings.Clone(o.Namespace)
+			s.nsNames[ns] = ns
+		}
+		key.Namespace = ns
+	}
 	switch c.Op {
 	case Upsert:
 		if o.Name == "" {
@@ -367,10 +374,20 @@ func (s *Store) markRows(e *entry) {
 func (s *Store) rowAt(k AppKey) *appRow {
 	r := s.rows[k]
 	if r == nil {
-		r = &appRow{key: k, pos: -1}
+		r = &appRow{key: k, pos: -1, changes: s.changesIn(k.Namespace)}
 		s.rows[k] = r
 	}
 	return r
+}
+
+// changesIn is publish's list of the changed rows of namespace ns.
+func (s *Store) changesIn(ns string) *[]rowChange {
+	l := s.scratch.byNS[ns]
+	if l == nil {
+		l = new([]rowChange)
+		s.scratch.byNS[ns] = l
+	}
+	return l
 }
 
 // app returns the published App row at k, or nil.
