@@ -120,16 +120,19 @@ type nsName struct{ namespace, name string }
 type appRow struct {
 	key AppKey
 	app *App // the published version; nil while none
-	// queued: listed in Store.queue. full: derive from scratch. Otherwise
-	// patches are the objects that changed without changing shape (see
-	// shapeOf): the tree keeps its structure and is patched instead.
-	queued, full bool
-	patches      []patch
+	// Unless full, patches are the objects that changed without changing
+	// shape (see shapeOf): the tree keeps its structure and is patched
+	// instead. They start in one, held in the handle: a row rarely has
+	// more than one in a batch.
+	patches []patch
+	one     [1]patch
+	// changes is publish's list of its namespace's changed rows.
+	changes *[]rowChange
 	// pos is the published row's position in its namespace's rows; -1
 	// before it is first published.
 	pos int32
-	// changes is publish's list of its namespace's changed rows.
-	changes *[]rowChange
+	// queued: listed in Store.queue. full: derive from scratch.
+	queued, full bool
 }
 
 // scratch holds buffers the writer reuses across derivations; nothing in
@@ -375,9 +378,16 @@ func (s *Store) rowAt(k AppKey) *appRow {
 	r := s.rows[k]
 	if r == nil {
 		r = &appRow{key: k, pos: -1, changes: s.changesIn(k.Namespace)}
+		r.patches = r.one[:0]
 		s.rows[k] = r
 	}
 	return r
+}
+
+// dropPatches empties the row's patches, back into the handle's own room.
+func (r *appRow) dropPatches() {
+	clear(r.one[:])
+	r.patches = r.one[:0]
 }
 
 // changesIn is publish's list of the changed rows of namespace ns.
@@ -402,8 +412,7 @@ func (s *Store) app(k AppKey) *App {
 func (s *Store) markFull(r *appRow) {
 	s.enqueue(r)
 	r.full = true
-	clear(r.patches)
-	r.patches = r.patches[:0]
+	r.dropPatches()
 }
 
 // markPatched queues the row for a patch of e, whose tree version is was
@@ -606,8 +615,7 @@ func (s *Store) derive() []Delta {
 				handles = append(handles, r)
 			}
 			r.queued, r.full = false, false
-			clear(r.patches)
-			r.patches = r.patches[:0]
+			r.dropPatches()
 			if r.app == nil {
 				// No entry records a row without a tree: the handle goes.
 				delete(s.rows, r.key)
