@@ -161,21 +161,10 @@ const createDelayWindow = 2*time.Second + 50*time.Millisecond
 // client-go would wait the full second on each first touch of each kind.
 // Asking again at once makes a fresh CRD cheap for the tests that follow.
 func (c *Cluster) primeCRD(ctx context.Context, crd *unstructured.Unstructured) error {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	version := ""
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		if served, _ := m["served"].(bool); served {
-			version, _ = m["name"].(string)
-			break
-		}
-	}
-	if version == "" {
+	path := listPath(crd)
+	if path == "" {
 		return nil
 	}
-	path := fmt.Sprintf("/apis/%s/%s/%s?limit=1", group, version, plural)
 	deadline := time.Now().Add(startBudget)
 	for interval := 5 * time.Millisecond; ; interval = min(2*interval, 100*time.Millisecond) {
 		status, err := c.apiserver.request(ctx, http.MethodGet, path, nil)
@@ -196,6 +185,22 @@ func (c *Cluster) primeCRD(ctx context.Context, crd *unstructured.Unstructured) 
 	}
 }
 
+// listPath is the path that lists the CRD's resource in its first served
+// version (limit 1); empty when no version is served.
+func listPath(crd *unstructured.Unstructured) string {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if served, _ := m["served"].(bool); served {
+			version, _ := m["name"].(string)
+			return fmt.Sprintf("/apis/%s/%s/%s?limit=1", group, version, plural)
+		}
+	}
+	return ""
+}
+
 // primeAllCRDs primes every Established CRD in the cluster (after a restart
 // the API server builds each CRD's storage again).
 func (c *Cluster) primeAllCRDs(ctx context.Context) error {
@@ -214,12 +219,26 @@ func (c *Cluster) primeAllCRDs(ctx context.Context) error {
 }
 
 // DeleteCRD deletes the named CRDs and waits until they are gone (with their
-// custom resources), so a test can see an optional kind disappear.
+// custom resources) and the API server no longer serves their resources, so
+// a test can see an optional kind disappear. (The server drops a CRD's
+// endpoint a moment after the CRD object is gone: until then a list of the
+// resource still answers, empty.)
 func (c *Cluster) DeleteCRD(t testing.TB, names ...string) {
 	t.Helper()
 	ctx := t.Context()
 	client := c.dynamic.Resource(crdResource)
+	var paths []string
 	for _, name := range names {
+		crd, err := client.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("get CRD %s: %v", name, err)
+		}
+		if p := listPath(crd); p != "" {
+			paths = append(paths, p)
+		}
 		if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("delete CRD %s: %v", name, err)
 		}
@@ -231,6 +250,12 @@ func (c *Cluster) DeleteCRD(t testing.TB, names ...string) {
 				return true, nil
 			}
 			return false, err
+		})
+	}
+	for _, path := range paths {
+		c.WaitFor(t, startBudget, func() (bool, error) {
+			status, err := c.apiserver.request(ctx, http.MethodGet, path, nil)
+			return status == http.StatusNotFound, err
 		})
 	}
 	c.mapper.Reset()
