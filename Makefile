@@ -1,7 +1,8 @@
 # deployd — build and test.
 #   make test    every test the project has, against real components
 #                (kube-apiserver + etcd, controller-manager, scheduler, Hydra,
-#                Chromium, docker compose), installing and building them first.
+#                Chromium, docker compose), installing and building them first;
+#                then make race, and every fuzz target briefly.
 #   make tools   build the real components into $(TOOLS) (skips what is built)
 #   make bench   the benchmarks recorded in BENCHMARKS.md (make bench-fold: the
 #                fold's one-core throughput alone)
@@ -13,7 +14,7 @@ TOOLS ?= $(shell hack/build-tools.sh --dir)
 FUZZTIME ?= 5s
 export DEPLOYD_TOOLS := $(TOOLS)
 
-.PHONY: all build test unit tools packages vet fuzz fuzz-short bench bench-fold coldstart sse-clients
+.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold coldstart sse-clients
 
 all: build
 
@@ -40,7 +41,13 @@ unit:
 # binary into a failure.
 test: packages tools vet
 	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 25m ./...
+	$(MAKE) race
 	$(MAKE) fuzz-short
+
+# race runs the packages whose readers share the writer's data under the race
+# detector.
+race:
+	$(GO) test -race -count=1 ./projection/ ./stream/ ./handlers/
 
 # Each fuzz target for FUZZTIME (short in test, longer by hand: make fuzz FUZZTIME=2m).
 fuzz-short:
