@@ -224,7 +224,7 @@ func treeHolds(a *App, k ObjectKey) bool {
 }
 
 // checkTree: one root; every parent resolves within the tree; an operator
-// App's health is the worst of its nodes.
+// App's health is the worst of its nodes, with the message they give.
 func checkTree(s *Store, a *App) error {
 	if len(a.Tree) == 0 || len(a.parents) != len(a.Tree) || a.parents[0] != -1 {
 		return fmt.Errorf("row %s: tree without a root", a.Key())
@@ -255,6 +255,10 @@ func checkTree(s *Store, a *App) error {
 		}
 		if a.Health.Status != worst {
 			return fmt.Errorf("row %s: health %s, the worst of its nodes is %s", a.Key(), a.Health.Status, worst)
+		}
+		// And its message is the one a reading of every node gives.
+		if want := appHealth(a.Tree, Health{}); a.Health != want {
+			return fmt.Errorf("row %s: health %+v, its nodes give %+v", a.Key(), a.Health, want)
 		}
 	}
 	return nil
@@ -407,6 +411,58 @@ func TestEncodedFormsConcurrent(t *testing.T) {
 		}
 		if got, want := a.ApplicationTreeJSON(), mustJSON(a.ApplicationTree()); !bytes.Equal(got, want) {
 			t.Errorf("%s: encoded tree differs from the row's", a.Key())
+		}
+	}
+}
+
+// A patched row's health, worked out from its changed nodes alone where it
+// can be, is what a reading of every node gives: one node or two turning a
+// healthy App worse in one batch, back, and a change within the worst.
+func TestPatchedHealth(t *testing.T) {
+	s := NewStore(DefaultConfig())
+	const v = 3 // every object ready: a healthy App
+	if _, err := s.Apply(upserts(benchApp("hanzo", "", "web", v))...); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(i, version int) Change {
+		return Change{Op: Upsert, Object: benchPod("hanzo", "web-rs9", fmt.Sprintf("web-rs9-%d", i), "web", "hanzo-rs-web-rs9", "ghcr.io/hanzoai/web:v1.9.0", version, false)}
+	}
+	crash := func(i int) Change {
+		c := pod(i, v)
+		p := *c.Object.Spec.(*PodSpec)
+		p.Statuses = []ContainerStatus{{Name: "app", Image: "ghcr.io/hanzoai/web:v1.9.0", Waiting: true, WaitingReason: "CrashLoopBackOff"}}
+		p.Ready = false
+		o := *c.Object
+		o.Spec = &p
+		return Change{Op: Upsert, Object: &o}
+	}
+	app := func() *App { return s.app(AppKey{"hanzo", "web"}) }
+	if h := app().Health; h.Status != HealthHealthy {
+		t.Fatalf("start: health %+v, want Healthy", h)
+	}
+	for _, step := range []struct {
+		name    string
+		changes []Change
+		want    HealthCode
+	}{
+		{"one pod not ready", []Change{pod(0, 11)}, HealthProgressing},
+		{"it is ready again", []Change{pod(0, v)}, HealthHealthy},
+		{"two pods not ready in one batch", []Change{pod(0, 11), pod(1, 11)}, HealthProgressing},
+		{"both ready again", []Change{pod(0, v), pod(1, v)}, HealthHealthy},
+		{"one crashes, one not ready", []Change{crash(2), pod(1, 11)}, HealthDegraded},
+		{"the one not ready is ready", []Change{pod(1, v)}, HealthDegraded},
+		{"another crashes", []Change{crash(0)}, HealthDegraded},
+		{"all ready", []Change{pod(0, v), pod(2, v)}, HealthHealthy},
+	} {
+		if _, err := s.Apply(step.changes...); err != nil {
+			t.Fatal(err)
+		}
+		a := app()
+		if a.Health.Status != step.want {
+			t.Errorf("%s: health %s, want %s", step.name, a.Health.Status, step.want)
+		}
+		if want := appHealth(a.Tree, Health{}); a.Health != want {
+			t.Errorf("%s: health %+v, its nodes give %+v", step.name, a.Health, want)
 		}
 	}
 }

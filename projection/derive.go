@@ -103,6 +103,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 	tree := a.Tree
 	var health, images, workload, endpoints, resources bool
 	var self *NodeInfo // the App's version in old, when the App changed
+	var hc healthChange
 	for i, n := range tree {
 		for _, p := range changed {
 			// Pointer comparisons only: the tree's other nodes are not
@@ -120,6 +121,7 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 			if prev.HasHealth != e.info.HasHealth || prev.Health != e.info.Health || prev.Reason != e.info.Reason {
 				health = true
 				resources = resources || depth1
+				hc.add(old.Health.Status, prev, e.info)
 			}
 			// status.resources also carries a child's creation time.
 			resources = resources || (depth1 && prev.Obj.Created != e.info.Obj.Created)
@@ -145,12 +147,15 @@ func (s *Store) patchApp(old *App, changed []patch) (*App, bool) {
 		spec, was := appSpec(root.Obj), appSpec(self.Obj)
 		a.AppMeta = s.appMeta(root.Obj, spec, old.AppMeta)
 		changedApp = changedApp || a.AppMeta != old.AppMeta
-		health = health || self.HasHealth != root.HasHealth || self.Health != root.Health || self.Reason != root.Reason
+		if self.HasHealth != root.HasHealth || self.Health != root.Health || self.Reason != root.Reason {
+			health = true
+			hc.add(old.Health.Status, self, root)
+		}
 		workload = workload || spec.Tag != was.Tag || spec.Repository != was.Repository || !slices.Equal(spec.UpgradeHistory, was.UpgradeHistory)
 		endpoints = endpoints || !slices.Equal(spec.Endpoints, was.Endpoints) || !sameIngress(spec.Ingress, was.Ingress)
 	}
 	if health {
-		a.Health = appHealth(tree, old.Health)
+		a.Health = hc.health(tree, old.Health)
 		changedApp = changedApp || a.Health != old.Health
 	}
 	if !images && !workload && !endpoints && !health && self == nil {
@@ -529,6 +534,47 @@ func appHealth(tree []*NodeInfo, prev Health) Health {
 		return prev
 	}
 	return h
+}
+
+// healthChange gathers the health changes of a patched tree's nodes, to
+// tell the App's new health without reading the other nodes where it can:
+// a node that stays better than the App's worst changes nothing, and on a
+// healthy App, one node turning worse is alone the cause.
+type healthChange struct {
+	sole *NodeInfo // the one node that turned a healthy App worse
+	scan bool      // every node must be read
+}
+
+// add records a node's change from prev to next on an App whose health was
+// worst.
+func (hc *healthChange) add(worst HealthCode, prev, next *NodeInfo) {
+	// below: the node takes no part in the App's health or its message.
+	below := func(n *NodeInfo) bool {
+		return !n.HasHealth || n.Health.Status.rank() < worst.rank() || worst == HealthHealthy && n.Health.Status == HealthHealthy
+	}
+	switch {
+	case below(prev) && below(next):
+	case worst == HealthHealthy && below(prev) && hc.sole == nil:
+		hc.sole = next
+	default:
+		hc.scan = true
+	}
+}
+
+// health is the App's health after the changes added; prev is its health
+// before them.
+func (hc *healthChange) health(tree []*NodeInfo, prev Health) Health {
+	switch {
+	case hc.scan:
+		return appHealth(tree, prev)
+	case hc.sole != nil:
+		var b strings.Builder
+		b.Grow(len("Caused by ") + causeLen(hc.sole))
+		b.WriteString("Caused by ")
+		writeCause(&b, hc.sole)
+		return Health{Status: hc.sole.Health.Status, Message: b.String()}
+	}
+	return prev
 }
 
 // treeImages are the images of the tree's workloads and pods, sorted and
