@@ -310,51 +310,33 @@ func newApp(tree []*NodeInfo) *App {
 	// The sizes fill Go's allocation size classes (an App is 128 bytes).
 	switch n := len(tree); {
 	case n <= 8:
-		p := new(struct {
-			a App
-			t [8]*NodeInfo
-		})
-		a, t = &p.a, p.t[:n:n]
+		a, t = withTree(n, func(t *[8]*NodeInfo) []*NodeInfo { return t[:] })
 	case n <= 16:
-		p := new(struct {
-			a App
-			t [16]*NodeInfo
-		})
-		a, t = &p.a, p.t[:n:n]
+		a, t = withTree(n, func(t *[16]*NodeInfo) []*NodeInfo { return t[:] })
 	case n <= 20:
-		p := new(struct {
-			a App
-			t [20]*NodeInfo
-		})
-		a, t = &p.a, p.t[:n:n]
+		a, t = withTree(n, func(t *[20]*NodeInfo) []*NodeInfo { return t[:] })
 	case n <= 24:
-		p := new(struct {
-			a App
-			t [24]*NodeInfo
-		})
-		a, t = &p.a, p.t[:n:n]
+		a, t = withTree(n, func(t *[24]*NodeInfo) []*NodeInfo { return t[:] })
 	case n <= 32:
-		p := new(struct {
-			a App
-			t [32]*NodeInfo
-		})
-		a, t = &p.a, p.t[:n:n]
+		a, t = withTree(n, func(t *[32]*NodeInfo) []*NodeInfo { return t[:] })
 	case n <= 48:
-		p := new(struct {
-			a App
-			t [48]*NodeInfo
-		})
-		a, t = &p.a, p.t[:n:n]
+		a, t = withTree(n, func(t *[48]*NodeInfo) []*NodeInfo { return t[:] })
 	case n <= 64:
-		p := new(struct {
-			a App
-			t [64]*NodeInfo
-		})
-		a, t = &p.a, p.t[:n:n]
+		a, t = withTree(n, func(t *[64]*NodeInfo) []*NodeInfo { return t[:] })
 	default:
 		a, t = new(App), make([]*NodeInfo, n)
 	}
 	copy(t, tree)
 	a.Tree = t
 	return a
+}
+
+// withTree allocates an App and an array of nodes A together, and returns
+// the App and the array's first n slots.
+func withTree[A any](n int, nodes func(*A) []*NodeInfo) (*App, []*NodeInfo) {
+	p := new(struct {
+		a App
+		t A
+	})
+	return &p.a, nodes(&p.t)[:n:n]
 }
