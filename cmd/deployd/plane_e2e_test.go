@@ -304,6 +304,10 @@ spec: {image: {repository: ghcr.io/hanzoai/shop, tag: v1.0.0}, replicas: 2}
 	// Check 1: sync sets the annotation, answers the operation, and the
 	// stream shows the MODIFIED with it.
 	shopEvents := follow(t, nil, env.URL+"/v1/deploy/stream/applications?name=shop", root)
+	// The stream's headers come before its first snapshot is read: wait for
+	// that snapshot's ADDED, or the sync may land in it and never be a
+	// MODIFIED.
+	c.WaitFor(t, 10*time.Second, func() (bool, error) { return len(shopEvents.of("hanzo", "shop")) > 0, nil })
 	r := env.send(t, nil, http.MethodPost, "/v1/deploy/applications/shop/sync", root, "{}")
 	if r.code != http.StatusOK || !strings.Contains(r.body, `"operationState":{`) {
 		t.Fatalf("sync: %d %s", r.code, r.body)
