@@ -568,11 +568,8 @@ func (hc *healthChange) health(tree []*NodeInfo, prev Health) Health {
 	case hc.scan:
 		return appHealth(tree, prev)
 	case hc.sole != nil:
-		var b strings.Builder
-		b.Grow(len("Caused by ") + causeLen(hc.sole))
-		b.WriteString("Caused by ")
-		writeCause(&b, hc.sole)
-		return Health{Status: hc.sole.Health.Status, Message: b.String()}
+		// The one unhealthy node reads as the whole tree would.
+		return appHealth([]*NodeInfo{hc.sole}, prev)
 	}
 	return prev
 }
