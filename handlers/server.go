@@ -93,6 +93,12 @@ type Deps struct {
 	Now func() time.Time
 	// Web serves the embedded dashboard at /; nil for none.
 	Web http.Handler
+	// Engine drives the cluster to the manifest repository; nil when
+	// disabled (its routes answer 503).
+	Engine Engine
+	// EngineWebhookSecret authenticates POST /v1/deploy/webhook/git (HMAC-SHA256
+	// of the body); empty refuses every webhook.
+	EngineWebhookSecret []byte
 }
 
 // Server is deployd's HTTP surface.

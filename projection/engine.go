@@ -1,0 +1,91 @@
+package projection
+
+import "time"
+
+// What the engine (package engine) writes on every object it applies. The
+// fold reads them back from the watch like any other field: the engine never
+// talks to the projection directly.
+const (
+	// LabelEngineInstance marks an object as managed by the engine instance
+	// named by its value; only objects carrying it are ever pruned.
+	LabelEngineInstance = "gitops.hanzo.ai/instance"
+	// AnnotationEngineRevision is the commit SHA of the run that last changed
+	// the object's desired state (a self-heal keeps the SHA it carries).
+	AnnotationEngineRevision = "gitops.hanzo.ai/revision"
+	// AnnotationEngineRun is the id of that run.
+	AnnotationEngineRun = "gitops.hanzo.ai/run"
+	// AnnotationEngineAppliedAt is when that run applied it (RFC 3339, UTC).
+	AnnotationEngineAppliedAt = "gitops.hanzo.ai/applied-at"
+)
+
+// EngineSource is where the engine reads the desired state from.
+type EngineSource struct {
+	Path string `json:"path"`
+	Ref  string `json:"ref"`
+	Repo string `json:"repo"`
+}
+
+// The statuses of a ReconcileResult.
+const (
+	ResultSynced       = "Synced"
+	ResultPruned       = "Pruned"
+	ResultSyncFailed   = "SyncFailed"
+	ResultPruneSkipped = "PruneSkipped"
+)
+
+// ReconcileResult is one object's outcome in a run. Resource is spelled
+// group/version/kind/namespace/name (core group and cluster scope empty).
+type ReconcileResult struct {
+	Message  string `json:"message"`
+	Resource string `json:"resource"`
+	Status   string `json:"status"`
+}
+
+// ReconcileReport is the answer of POST /v1/deploy/reconcile (DESIGN.md
+// §13.2). Its fields are in the order of their JSON keys, which the contract
+// wants sorted.
+type ReconcileReport struct {
+	Declared int               `json:"declared"`
+	Failed   int               `json:"failed"`
+	Instance string            `json:"instance"`
+	Prune    bool              `json:"prune"`
+	Pruned   int               `json:"pruned"`
+	Results  []ReconcileResult `json:"results"`
+	Revision string            `json:"revision"`
+	Source   EngineSource      `json:"source"`
+	Synced   int               `json:"synced"`
+}
+
+// The triggers of an engine run.
+const (
+	TriggerRequest  = "request"
+	TriggerInterval = "interval"
+	TriggerWebhook  = "webhook"
+)
+
+// EngineRun summarises one finished run for GET /v1/deploy/gitops.
+type EngineRun struct {
+	ID         string    `json:"id"`
+	Trigger    string    `json:"trigger"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+	Declared   int       `json:"declared"`
+	Synced     int       `json:"synced"`
+	Failed     int       `json:"failed"`
+	Pruned     int       `json:"pruned"`
+	// Error is a safe reason when the run could not complete (fetch or
+	// render failed); empty otherwise.
+	Error string `json:"error,omitempty"`
+}
+
+// EngineStatus is the engine's state as GET /v1/deploy/gitops reports it.
+type EngineStatus struct {
+	Enabled bool         `json:"enabled"`
+	Source  EngineSource `json:"source"`
+	// Revision is the SHA of the last good fetch ("" before one).
+	Revision string `json:"revision"`
+	// Runs counts runs since start.
+	Runs      int64      `json:"runs"`
+	LastRun   *EngineRun `json:"lastRun"`
+	NextRunAt *time.Time `json:"nextRunAt"`
+}
