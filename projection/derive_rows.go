@@ -28,6 +28,7 @@ func (s *Store) deriveSites(deltas []Delta, ns string) []Delta {
 		}
 		return a.Name < b.Name
 	})
+	var mws []*NodeInfo
 	for k := range s.siteObjs[ns] {
 		if k.Kind != KindMiddleware {
 			continue
@@ -37,9 +38,12 @@ func (s *Store) deriveSites(deltas []Delta, ns string) []Delta {
 			continue
 		}
 		if mw, ok := e.info.Obj.Spec.(*MiddlewareSpec); ok && mw.StaticRoot != "" {
-			row := s.buildSite(e.info, routes)
-			nu[row.Key()] = row
+			mws = append(mws, e.info)
 		}
+	}
+	for i, name := range s.siteNames(ns, mws) {
+		row := s.buildSite(mws[i], name, routes)
+		nu[row.Key()] = row
 	}
 	var keys []AppKey
 	for k, a := range s.sites {
@@ -65,14 +69,14 @@ func (s *Store) deriveSites(deltas []Delta, ns string) []Delta {
 	return deltas
 }
 
-func (s *Store) buildSite(mw *NodeInfo, routes []*NodeInfo) *App {
+func (s *Store) buildSite(mw *NodeInfo, name string, routes []*NodeInfo) *App {
 	o := mw.Obj
 	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
 	a := &App{
 		AppMeta: &AppMeta{
 			Row:       RowSite,
 			Namespace: o.Namespace,
-			Name:      o.Name,
+			Name:      name,
 			UID:       o.UID,
 			Env:       env,
 			Org:       o.Labels.Value(LabelOrg),
@@ -106,6 +110,79 @@ func (s *Store) buildSite(mw *NodeInfo, routes []*NodeInfo) *App {
 		}
 	}
 	return a
+}
+
+// siteNames names the site row of each static Middleware of namespace ns
+// (mws, in any order; the names come back in that order). A site is named
+// after the last path segment of spec.staticFiles.root (s3://cdn/docs →
+// docs), else after its Middleware without a trailing "-static". The
+// Middleware's own name is kept instead when that name is not free: an App
+// of that name exists in the namespace (the two rows would collide),
+// another static Middleware would take the same name, or it is another
+// static Middleware's own name. The result depends only on the objects
+// held, never on the order they arrived in, and no two sites (nor a site
+// and an App whose name differs from its Middleware's) share a row.
+func (s *Store) siteNames(ns string, mws []*NodeInfo) []string {
+	names := make([]string, len(mws))
+	if len(mws) == 0 {
+		return names
+	}
+	own := make(map[string]struct{}, len(mws))
+	count := make(map[string]int, len(mws))
+	for i, mw := range mws {
+		names[i] = preferredSiteName(mw.Obj)
+		own[mw.Obj.Name] = struct{}{}
+		count[names[i]]++
+	}
+	for i, mw := range mws {
+		n := names[i]
+		if n == mw.Obj.Name {
+			continue
+		}
+		_, isOwn := own[n]
+		if isOwn || count[n] > 1 || s.objects[ObjectKey{KindApp, ns, n}] != nil {
+			names[i] = mw.Obj.Name
+		}
+	}
+	return names
+}
+
+// preferredSiteName is the root's last path segment when it is a DNS-1123
+// label (a name a path can carry), else the Middleware's name without a
+// trailing "-static" (unless nothing would be left).
+func preferredSiteName(mw *Object) string {
+	if spec, ok := mw.Spec.(*MiddlewareSpec); ok {
+		root := strings.TrimRight(spec.StaticRoot, "/")
+		if seg := root[strings.LastIndexByte(root, '/')+1:]; isDNSLabel(seg) {
+			return seg
+		}
+	}
+	if n, ok := strings.CutSuffix(mw.Name, "-static"); ok && n != "" {
+		return n
+	}
+	return mw.Name
+}
+
+// isDNSLabel reports whether v is a DNS-1123 label: at most 63 lower-case
+// letters, digits and '-', starting and ending with a letter or digit.
+func isDNSLabel(v string) bool {
+	if v == "" || len(v) > 63 || v[0] == '-' || v[len(v)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// appNameChanged is called when an App appears or goes: the site rows of
+// its namespace may change name (see siteNames).
+func (s *Store) appNameChanged(key ObjectKey) {
+	if key.Kind == KindApp && s.siteObjs[key.Namespace] != nil {
+		s.dirtySites[key.Namespace] = struct{}{}
+	}
 }
 
 func routesTo(r Route, routeNS string, mw *Object) bool {

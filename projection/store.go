@@ -260,6 +260,7 @@ func (s *Store) fold(c Change) error {
 		if e == nil {
 			e = &entry{key: key}
 			s.objects[key] = e
+			s.appNameChanged(key)
 		} else {
 			s.markAffected(e)
 			s.unlink(e, o)
@@ -276,6 +277,7 @@ func (s *Store) fold(c Change) error {
 		s.markAffected(e)
 		delete(s.objects, key)
 		s.unlink(e, nil)
+		s.appNameChanged(key)
 	default:
 		return fmt.Errorf("change with invalid op %d", c.Op)
 	}

@@ -44,6 +44,7 @@ func universe(namespaces []string, apps, rsPerApp, podsPerRS int) []identity {
 		}
 		out = append(out,
 			identity{KindMiddleware, ns, "site", "site", ""},
+			identity{KindMiddleware, ns, "app1-static", "site", ""},
 			identity{KindIngressRoute, ns, "site", "site", ""},
 			identity{KindCDApplication, ns, "cd", "cd", ""},
 			identity{KindAppProject, ns, "proj", "proj", ""},
@@ -147,9 +148,12 @@ func (id identity) build(variant int) *Object {
 		if org != "" {
 			o.Labels = Labels{{LabelOrg, org}}
 		}
-		o.Spec = &MiddlewareSpec{StaticRoot: []string{"/srv/site", ""}[v%2]}
+		// The roots name the site after the root ("site", "app0", which an
+		// App may hold), after the Middleware (an invalid last segment), or
+		// leave it no site at all.
+		o.Spec = &MiddlewareSpec{StaticRoot: []string{"/srv/site", "", "s3://cdn/app0", "s3://cdn/Site_Root/"}[v%4]}
 	case KindIngressRoute:
-		ir := &IngressRouteSpec{Routes: []Route{{Match: "Host(`site.example.com`)", Middlewares: []MiddlewareRef{{Name: "site"}}}}}
+		ir := &IngressRouteSpec{Routes: []Route{{Match: "Host(`site.example.com`)", Middlewares: []MiddlewareRef{{Name: "site"}, {Name: "app1-static"}}}}}
 		if v%3 == 1 {
 			ir.Routes = nil
 		}
