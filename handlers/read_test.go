@@ -58,7 +58,7 @@ func TestBadInput(t *testing.T) {
 		{"/v1/paas/apps?drift=green", "drift must be one of", 400},
 		{"/v1/paas/apps/iam", "add ?env=", 400},
 		{"/v1/deploy/clusters?x=1", "unknown query parameter", 400},
-		{"/v1/deploy/nosuchroute/at/all", "Not Found", 404},
+		{"/v1/deploy/nosuchroute/at/all", "no API route at", 404},
 	} {
 		r := env.get(t, c.path, root)
 		if r.code != c.code {

@@ -127,12 +127,14 @@ func New(d Deps) *Server {
 	e := s.e
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(d.Log)
+	e.Pre(routeEscaped)
 	e.Use(
 		accessLog(d.Log, d.Now),
 		recoverPanics(d.Log),
 		tracing(),
 		securityHeaders(),
 		middleware.BodyLimit("64K"),
+		decodeParams,
 		s.audit,
 		s.session.Authenticate(),
 		SameOrigin(d.PublicURL),
@@ -141,6 +143,7 @@ func New(d Deps) *Server {
 	s.routes()
 	s.streamRoutes()
 	s.writeRoutes()
+	s.mountAPINotFound()
 	if d.Web != nil {
 		e.GET("/*", echo.WrapHandler(d.Web))
 	}

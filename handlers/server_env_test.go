@@ -25,6 +25,7 @@ import (
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/web"
 )
 
 // fleetFile is the golden fleet of the projection's tests.
@@ -122,7 +123,7 @@ func (env *serverEnv) setStatus(st ClusterStatus) {
 
 var readyCluster = ClusterStatus{Configured: true, Reachable: true, AppCRD: true, CDCRD: true, Ready: true}
 
-func newServerEnv(t *testing.T) *serverEnv {
+func newServerEnv(t testing.TB) *serverEnv {
 	t.Helper()
 	m, err := mockoidc.Run()
 	if err != nil {
@@ -166,7 +167,7 @@ func newServerEnv(t *testing.T) *serverEnv {
 		Cluster: func() ClusterStatus { env.mu.Lock(); defer env.mu.Unlock(); return env.status },
 		Live:    env.live, Logs: env.pods, Auth: env.a, PublicURL: env.URL, ClusterName: "in-cluster",
 		Version: Version{Version: "v0.1.0", BuildDate: "2026-11-01T00:00:00Z", GitCommit: "abc1234"},
-		Now:     env.clock.Now,
+		Now:     env.clock.Now, Web: web.Handler(),
 	})
 	srv := httptest.NewUnstartedServer(env.srv.Handler())
 	srv.Listener.Close()
@@ -196,7 +197,7 @@ var (
 )
 
 // token is an ID token for user, as the provider would issue it.
-func (env *serverEnv) token(t *testing.T, user authtest.User, ttl time.Duration) string {
+func (env *serverEnv) token(t testing.TB, user authtest.User, ttl time.Duration) string {
 	t.Helper()
 	se := &signinEnv{m: env.m, clock: env.clock}
 	return se.idToken(t, user, ttl)

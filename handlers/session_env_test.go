@@ -214,7 +214,7 @@ func queryValue(t *testing.T, u, k string) string {
 
 // idToken is an ID token for user signed by the provider's key, as its
 // token endpoint would issue it, valid for ttl from the env's clock.
-func (env *signinEnv) idToken(t *testing.T, user authtest.User, ttl time.Duration, extra ...map[string]any) string {
+func (env *signinEnv) idToken(t testing.TB, user authtest.User, ttl time.Duration, extra ...map[string]any) string {
 	t.Helper()
 	tok, err := authtest.IDToken(env.m, user, env.clock.Now(), ttl, extra...)
 	if err != nil {
