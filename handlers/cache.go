@@ -107,7 +107,7 @@ func (s *Server) respondCached(c echo.Context, rev uint64, key string, render fu
 func notModified(c echo.Context, rev uint64) bool {
 	etag := `"` + strconv.FormatUint(rev, 10) + `"`
 	h := c.Response().Header()
-	h.Set(echo.HeaderCacheControl, "private, no-cache")
+	h.Set(echo.HeaderCacheControl, "no-store")
 	h.Set("ETag", etag)
 	h.Add(echo.HeaderVary, echo.HeaderAcceptEncoding)
 	inm := c.Request().Header.Get("If-None-Match")

@@ -92,7 +92,11 @@ func tracing() echo.MiddlewareFunc {
 	}
 }
 
-// securityHeaders sets the headers every answer carries.
+// securityHeaders sets the headers every answer carries. Cache-Control
+// no-store keeps the page and every answer about a signed-in caller out of
+// every cache, the back/forward cache included: after signing out, Back
+// must not show what the signed-out user saw. Answers with an ETag keep it
+// (a client may still revalidate what it holds itself).
 func securityHeaders() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -100,6 +104,7 @@ func securityHeaders() echo.MiddlewareFunc {
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Referrer-Policy", "same-origin")
 			h.Set("X-Frame-Options", "DENY")
+			h.Set(echo.HeaderCacheControl, "no-store")
 			return next(c)
 		}
 	}

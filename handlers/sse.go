@@ -11,7 +11,7 @@ import (
 func sseHeaders(w *echo.Response) {
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set(echo.HeaderCacheControl, "no-cache")
+	h.Set(echo.HeaderCacheControl, "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(200)
 }

@@ -9,7 +9,7 @@
 // # Wire format
 //
 // Each change is "id: <revision>\ndata: {"result":{"type":…,"application":…}}\n\n".
-// A stream starts with headers (text/event-stream, no-cache,
+// A stream starts with headers (text/event-stream, no-store,
 // X-Accel-Buffering: no) and "retry: 3000" plus a comment, flushed before
 // any event. A comment every Heartbeat keeps proxies open; it carries the
 // newest revision as its id, so a client whose view was quiet still resumes

@@ -31,7 +31,7 @@ func TestWireStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	for k, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+	for k, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"} {
 		if got := resp.Header.Get(k); got != want {
 			t.Errorf("header %s: got %q, want %q", k, got, want)
 		}

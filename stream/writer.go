@@ -75,7 +75,7 @@ func canFlush(w http.ResponseWriter) bool {
 func (e *eventWriter) start(retry time.Duration) error {
 	h := e.w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	e.w.WriteHeader(http.StatusOK)
 	b := make([]byte, 0, 32)
