@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/projection"
@@ -154,15 +155,17 @@ func rowNoun(k projection.RowKind) string {
 	return "CD Application"
 }
 
-// syncAnnotations is the annotation part of the sync merge patch.
+// syncAnnotations is the annotation part of the sync merge patch: when, and
+// who: the subject (the stable identity) and, beside it, the display name.
 func (s *Server) syncAnnotations(c echo.Context) map[string]any {
-	by := ""
+	by, name := "", ""
 	if p := auth.PrincipalFrom(c.Request().Context()); p != nil {
-		by = p.Username
+		by, name = p.Subject, p.Username
 	}
 	return map[string]any{
-		projection.AnnotationSyncRequestedAt: s.d.Now().UTC().Format(time.RFC3339),
-		projection.AnnotationSyncRequestedBy: by,
+		projection.AnnotationSyncRequestedAt:     s.d.Now().UTC().Format(time.RFC3339),
+		projection.AnnotationSyncRequestedBy:     by,
+		projection.AnnotationSyncRequestedByName: name,
 	}
 }
 
@@ -320,8 +323,9 @@ func drainBody(c echo.Context) error {
 
 // patchAndAnswer merge-patches the App (retrying once on a conflict) and
 // answers its Application as the projection sees it once the watch has
-// delivered the change (or, after a short wait, as it was with the
-// operation pending).
+// delivered the change or any later version of the App (another write may
+// land first: the patched version itself is then never seen), or, after a
+// short wait, as it was with the operation pending.
 func (s *Server) patchAndAnswer(c echo.Context, a *projection.App, patch map[string]any) error {
 	body, _ := json.Marshal(patch)
 	stored, err := s.mergePatch(c.Request().Context(), projection.KindApp, a.Namespace, a.Name, body)
@@ -334,7 +338,7 @@ func (s *Server) patchAndAnswer(c echo.Context, a *projection.App, patch map[str
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if cur := s.d.Snapshots.Snapshot().Get(a.Namespace, a.Name); cur != nil && len(cur.Tree) > 0 && cur.Tree[0].Obj.ResourceVersion == rv {
+		if cur := s.d.Snapshots.Snapshot().Get(a.Namespace, a.Name); cur != nil && len(cur.Tree) > 0 && reached(cur.Tree[0].Obj.ResourceVersion, rv) {
 			return c.JSONBlob(http.StatusOK, cur.ApplicationJSON())
 		}
 		select {
@@ -344,6 +348,21 @@ func (s *Server) patchAndAnswer(c echo.Context, a *projection.App, patch map[str
 		case <-tick.C:
 		}
 	}
+}
+
+// reached reports whether the delivered resourceVersion cur is the written
+// one or a later version of the same object. resourceVersions are opaque in
+// general; an etcd-backed API server gives decimal integers that grow with
+// every write, and apimachinery's CompareResourceVersion orders exactly
+// those (well-formed decimals, no leading zero) and refuses anything else.
+// Two versions it cannot order are the same only when equal: a server of
+// opaque versions is waited for by the exact version, as before.
+func reached(cur, written string) bool {
+	if cur == written {
+		return true
+	}
+	cmp, err := resourceversion.CompareResourceVersion(cur, written)
+	return err == nil && cmp > 0
 }
 
 // mergePatch patches, retrying once on a conflict (then 409), and maps

@@ -173,7 +173,8 @@ func TestSync(t *testing.T) {
 		t.Fatalf("sync: %d %s", r.code, r.body)
 	}
 	if !strings.Contains(w.patches[1], `"gitops.hanzo.ai/sync-requested-at":"`+env.clock.Now().UTC().Format(time.RFC3339)+`"`) ||
-		!strings.Contains(w.patches[1], `"gitops.hanzo.ai/sync-requested-by":"root"`) || !strings.HasPrefix(w.patches[1], "App hanzo-testnet/iam ") {
+		!strings.Contains(w.patches[1], `"gitops.hanzo.ai/sync-requested-by":"u-root"`) ||
+		!strings.Contains(w.patches[1], `"gitops.hanzo.ai/sync-requested-by-name":"root"`) || !strings.HasPrefix(w.patches[1], "App hanzo-testnet/iam ") {
 		t.Fatalf("patch %s", w.patches[1])
 	}
 	var app uiApplication
@@ -340,4 +341,56 @@ func FuzzRollbackBody(f *testing.F) {
 			t.Fatalf("%q: rolled back to %q", body, tag)
 		}
 	})
+}
+
+// racingWriter lets another write to the same object land right after each
+// of its own: the watch never delivers the version the first patch returned.
+type racingWriter struct{ *fakeWriter }
+
+func (w racingWriter) MergePatch(ctx context.Context, kind projection.Kind, ns, name string, patch []byte) (map[string]any, error) {
+	stored, err := w.fakeWriter.MergePatch(ctx, kind, ns, name, patch)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.fakeWriter.MergePatch(ctx, kind, ns, name, []byte(`{"metadata":{"annotations":{"other":"write"}}}`)); err != nil {
+		return nil, err
+	}
+	return stored, nil
+}
+
+// TestWriteRacingWrite: when a later write of the object is what the watch
+// delivers, the answer is that state, at once, not the state before the
+// write after a stall.
+func TestWriteRacingWrite(t *testing.T) {
+	env, w := newWriteEnv(t)
+	env.srv.d.Writer = racingWriter{w}
+	root := env.token(t, userRoot, time.Hour)
+	for _, path := range []string{"/v1/deploy/applications/web/sync", "/v1/deploy/applications/web/rollback"} {
+		body := "{}"
+		if strings.HasSuffix(path, "rollback") {
+			body = `{"tag":"v3.2.1"}`
+		}
+		if r := env.post(t, path, root, body); r.code != http.StatusOK {
+			t.Fatalf("POST %s: %d %s", path, r.code, r.body)
+		}
+	}
+	if strings.Contains(env.logs.String(), "had not delivered") {
+		t.Fatalf("a write waited for a version the watch never delivers:\n%s", env.logs.String())
+	}
+}
+
+// TestReached: the written version or any later one of an etcd-backed
+// server; opaque versions only when equal.
+func TestReached(t *testing.T) {
+	for _, c := range []struct {
+		cur, written string
+		want         bool
+	}{
+		{"100", "100", true}, {"101", "100", true}, {"1000", "999", true}, {"99", "100", false},
+		{"abc", "abc", true}, {"abd", "abc", false}, {"0100", "99", false}, {"", "1", false}, {"2", "", false},
+	} {
+		if got := reached(c.cur, c.written); got != c.want {
+			t.Errorf("reached(%q, %q) = %v, want %v", c.cur, c.written, got, c.want)
+		}
+	}
 }

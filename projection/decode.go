@@ -12,10 +12,14 @@ import (
 // Annotations the fold reads.
 const (
 	AnnotationSyncRequestedAt = "gitops.hanzo.ai/sync-requested-at"
-	AnnotationSyncRequestedBy = "gitops.hanzo.ai/sync-requested-by"
-	AnnotationRevision        = "deployment.kubernetes.io/revision"
-	AnnotationRestartedAt     = "hanzo.ai/restartedAt"
-	AnnotationLastApplied     = "kubectl.kubernetes.io/last-applied-configuration"
+	AnnotationSyncRequestedBy = "gitops.hanzo.ai/sync-requested-by" // the subject
+	// AnnotationSyncRequestedByName is the display name of the subject in
+	// AnnotationSyncRequestedBy; the operation's initiatedBy shows it when
+	// present.
+	AnnotationSyncRequestedByName = "gitops.hanzo.ai/sync-requested-by-name"
+	AnnotationRevision            = "deployment.kubernetes.io/revision"
+	AnnotationRestartedAt         = "hanzo.ai/restartedAt"
+	AnnotationLastApplied         = "kubectl.kubernetes.io/last-applied-configuration"
 )
 
 // ErrUnknownKind is returned for an object whose kind is not one deployd
@@ -112,6 +116,9 @@ func decodeApp(spec, status, ann map[string]any) *AppSpec {
 		Role:            s(spec, "role"),
 		SyncRequestedAt: s(ann, AnnotationSyncRequestedAt),
 		SyncRequestedBy: s(ann, AnnotationSyncRequestedBy),
+	}
+	if name := s(ann, AnnotationSyncRequestedByName); name != "" {
+		a.SyncRequestedBy = name
 	}
 	if r, ok := i64ok(spec, "replicas"); ok {
 		a.Replicas = clamp32(r)

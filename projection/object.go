@@ -86,7 +86,8 @@ type AppSpec struct {
 	Role       string
 	Ingress    AppIngress
 	// SyncRequestedAt and SyncRequestedBy are the
-	// gitops.hanzo.ai/sync-requested-at and -by annotations.
+	// gitops.hanzo.ai/sync-requested-at and -by annotations (-by-name, the
+	// display name beside the subject, when present).
 	SyncRequestedAt string
 	SyncRequestedBy string
 
