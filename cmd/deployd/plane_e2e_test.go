@@ -313,7 +313,7 @@ spec: {image: {repository: ghcr.io/hanzoai/shop, tag: v1.0.0}, replicas: 2}
 		t.Fatalf("sync: %d %s", r.code, r.body)
 	}
 	app, _ := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
-	if app.GetAnnotations()[projection.AnnotationSyncRequestedAt] == "" || app.GetAnnotations()[projection.AnnotationSyncRequestedBy] != "root" {
+	if app.GetAnnotations()[projection.AnnotationSyncRequestedAt] == "" || app.GetAnnotations()[projection.AnnotationSyncRequestedBy] != admin.Subject {
 		t.Fatalf("annotations after sync: %v", app.GetAnnotations())
 	}
 	c.WaitFor(t, 10*time.Second, func() (bool, error) {
