@@ -90,7 +90,55 @@ function route() {
   routed = true;
 }
 
-async function boot() {
+// blank takes down what the page shows about the signed-in user.
+function blank() {
+  unmount();
+  if (fleet) fleet.close();
+  fleet = null;
+  account.replaceChildren();
+  document.title = 'deployd';
+  replace(main, h('p', {class: 'boot'}, 'Loading…'));
+}
+
+// The back/forward cache keeps a page as it was and Back shows it again —
+// after a sign-out, the signed-out user's name and apps. So the page blanks
+// itself as it goes into the cache, and when it comes back it asks who is
+// signed in before it shows anything again.
+window.addEventListener('pagehide', (ev) => {
+  if (ev.persisted) blank();
+});
+window.addEventListener('pageshow', (ev) => {
+  if (!ev.persisted) return;
+  blank();
+  start();
+});
+
+// start asks who is signed in and shows the fleet, or the sign-in page.
+async function start() {
+  let me;
+  try {
+    me = await api('/v1/deploy/session/userinfo');
+  } catch (err) {
+    replace(main, errorBanner('deployd cannot tell who you are.', err));
+    return;
+  }
+  if (fleet) return; // started meanwhile
+  if (!me || !me.loggedIn) {
+    renderSignedOut(me && me.loginUrl);
+    return;
+  }
+  renderAccount(me);
+  const f = new Fleet();
+  fleet = f;
+  route();
+  try {
+    await f.load();
+  } catch {
+    // the list view shows the error
+  }
+}
+
+function boot() {
   document.addEventListener('click', followLink);
   document.addEventListener('keydown', (e) => {
     if (e.key === '/' && !e.ctrlKey && !e.metaKey && !/^(INPUT|SELECT|TEXTAREA)$/.test(document.activeElement.tagName)) {
@@ -101,26 +149,8 @@ async function boot() {
       }
     }
   });
-  let me;
-  try {
-    me = await api('/v1/deploy/session/userinfo');
-  } catch (err) {
-    replace(main, errorBanner('deployd cannot tell who you are.', err));
-    return;
-  }
-  if (!me || !me.loggedIn) {
-    renderSignedOut(me && me.loginUrl);
-    return;
-  }
-  renderAccount(me);
-  fleet = new Fleet();
   onRoute(route);
-  route();
-  try {
-    await fleet.load();
-  } catch {
-    // the list view shows the error
-  }
+  start();
 }
 
 boot();
