@@ -14,4 +14,11 @@
 //   - Every error reaches the client as {"error","message","code"} with a safe
 //     message; causes (Kubernetes, identity provider) go to the log only.
 //   - Tokens and cookies never appear in a log line.
+//   - The router matches the escaped path, and every path parameter is
+//     percent-decoded exactly once, in one middleware, before any handler
+//     reads it.
+//   - An unrouted path under /v1/ or /api/ is a JSON 404 (a 405 with Allow
+//     when another method is routed there), worked out from the router
+//     itself; only other paths fall back to the page.
+//   - Every answer carries Cache-Control: no-store (ETags are kept).
 package handlers
