@@ -37,6 +37,37 @@ const frameSampler = `(() => {
   }, true);
 })()`
 
+// evalRestored evaluates an expression in a page that may have come back
+// from the back/forward cache: an evaluation sent while it does may never
+// be answered, so each try has its own short deadline.
+func evalRestored[T any](b *browser, expr string) T {
+	b.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+		cancel()
+		if err == nil {
+			return v
+		}
+		if time.Now().After(deadline) || b.ctx.Err() != nil {
+			b.t.Fatalf("evaluate %s: %v", expr, err)
+		}
+	}
+}
+
+// waitRestored waits until a predicate holds, in a page that may have come
+// back from the back/forward cache.
+func waitRestored(b *browser, what, predicate string) {
+	b.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !evalRestored[bool](b, predicate) {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("waiting for %s (%s): timed out", what, predicate)
+		}
+	}
+}
+
 type frameSample struct {
 	Why, Href, Name string
 	Persisted       bool
@@ -80,14 +111,19 @@ func TestBackAfterSignOut(t *testing.T) {
 		}
 	}
 
-	// Open an app, back to the list, sign out.
-	b.click("an app", `#app-rows tr a`)
-	b.waitFor("the app's page", `!!document.querySelector('#app-title')`, 20*time.Second)
-	eval[bool](b, `(history.back(), true)`)
-	b.waitFor("the list again", `document.querySelectorAll('#app-rows tr').length > 0`, 20*time.Second)
-	b.click("Log out", "#logout")
-	b.waitFor("the signed-out page", `!!document.querySelector('#login') && !document.querySelector('#username')`, 20*time.Second)
-	eval[bool](b, `(sessionStorage.setItem('__frames', '[]'), sessionStorage.setItem('__sampling', '1'), true)`)
+	// Open an app as a new document (a link opened from elsewhere, a
+	// reload), back to the list, sign out there: the app's document is
+	// then a Forward away, and the list's own earlier entries a Back away.
+	key := eval[string](b, `document.querySelector('#app-rows tr').dataset.key`)
+	b.do("open "+key, chromedp.Navigate(w.base+"/?app="+key))
+	b.waitFor("the app's page", `!!document.querySelector('#app-title') && !!document.querySelector('#username')`, 20*time.Second)
+	eval[bool](b, `(setTimeout(() => history.back(), 0), true)`)
+	// The list may come back from the back/forward cache: from here on the
+	// page is driven by short evaluations only.
+	waitRestored(b, "the list again", `!location.search.includes('app=') && document.querySelectorAll('#app-rows tr').length > 0`)
+	waitRestored(b, "Log out clicked", `(b => !!b && (b.click(), true))(document.querySelector('#logout'))`)
+	waitRestored(b, "the signed-out page", `!!document.querySelector('#login') && !document.querySelector('#username')`)
+	evalRestored[bool](b, `(sessionStorage.setItem('__frames', '[]'), sessionStorage.setItem('__sampling', '1'), true)`)
 
 	// Back to the first entry, then Forward to the last (where a page kept
 	// in the back/forward cache comes back as it was), one step at a time,
@@ -108,8 +144,7 @@ func TestBackAfterSignOut(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		b.waitFor(fmt.Sprintf("entry %d settled", want), settled, 20*time.Second)
-		eval[bool](b, `(window.__sample && window.__sample('settled'), true)`)
+		waitRestored(b, fmt.Sprintf("entry %d settled", want), `(`+settled+`) && (window.__sample && window.__sample('settled'), true)`)
 	}
 	cur, n, err := b.historyIndex()
 	if err != nil || n < 3 {
@@ -129,13 +164,14 @@ func TestBackAfterSignOut(t *testing.T) {
 		step("forward", i)
 	}
 
-	// Read the samples from each origin's sessionStorage the tab visited:
-	// the dashboard's is where the member's data could show.
-	b.do("open the dashboard", chromedp.Navigate(w.base+"/"))
-	b.waitFor("the dashboard", settled, 20*time.Second)
-	frames := eval[[]frameSample](b, `JSON.parse(sessionStorage.getItem('__frames') || '[]')`)
-	shows := 0
+	// The last entry is the dashboard's: its sessionStorage holds the
+	// samples of every dashboard document the tab showed.
+	frames := evalRestored[[]frameSample](b, `JSON.parse(sessionStorage.getItem('__frames') || '[]')`)
+	shows, restored := 0, 0
 	for _, f := range frames {
+		if f.Persisted {
+			restored++
+		}
 		if f.Why == "pageshow" || f.Why == "settled" {
 			shows++
 		}
@@ -146,6 +182,6 @@ func TestBackAfterSignOut(t *testing.T) {
 	if shows < 2 {
 		t.Fatalf("only %d pageshows of the dashboard were sampled: %v", shows, frames)
 	}
-	t.Logf("%d frames sampled over %d pageshows and settles of the dashboard", len(frames), shows)
+	t.Logf("%d frames sampled over %d pageshows and settles of the dashboard; %d in a page restored from the back/forward cache", len(frames), shows, restored)
 	b.checkConsole()
 }
