@@ -1,14 +1,18 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/hanzoai/deploy/projection"
 )
@@ -304,5 +308,59 @@ func TestNoStore(t *testing.T) {
 	st := statusOf(t, env, paramRoute{method: http.MethodGet, stream: true}, "/v1/deploy/stream/applications", root)
 	if cc := st.header.Get("Cache-Control"); st.code != http.StatusOK || cc != "no-store" {
 		t.Errorf("stream: got %d with Cache-Control %q, want no-store", st.code, cc)
+	}
+}
+
+// TestSiteRowName: a static site is served under its row's name by the
+// list, the detail, both trees and the tree stream; its Middleware's name
+// is no row.
+func TestSiteRowName(t *testing.T) {
+	env := newServerEnv(t)
+	withHub(t, env)
+	raw, err := os.ReadFile("../projection/testdata/sites.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		o, err := projection.Decode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.store.Apply(projection.Change{Op: projection.Upsert, Object: o}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := env.token(t, userRoot, time.Hour)
+	r := env.get(t, "/v1/deploy/applications?appNamespace=hanzo&fields=items.metadata.name", root)
+	for _, want := range []string{`"docs"`, `"status"`, `"web-static"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("the list has no row %s: %s", want, r.body)
+		}
+	}
+	if strings.Contains(r.body, `"docs-static"`) || strings.Contains(r.body, `"status-static"`) {
+		t.Errorf("the list names a site after its Middleware: %s", r.body)
+	}
+	for path, want := range map[string]int{
+		"/v1/deploy/applications/docs?appNamespace=hanzo":               200,
+		"/v1/deploy/applications/docs/resource-tree?appNamespace=hanzo": 200,
+		"/v1/deploy/docs/tree?namespace=hanzo":                          200,
+		"/v1/deploy/applications/docs-static?appNamespace=hanzo":        404,
+		"/v1/deploy/applications/web-static?appNamespace=hanzo":         200,
+	} {
+		r := env.get(t, path, root)
+		if r.code != want {
+			t.Errorf("GET %s: got %d, want %d: %.200s", path, r.code, want, r.body)
+		}
+		if want == 200 && strings.Contains(path, "tree") && !strings.Contains(r.body, `"docs-static"`) {
+			t.Errorf("GET %s: the Middleware's node is not docs-static: %.300s", path, r.body)
+		}
+	}
+	pr := paramRoute{method: http.MethodGet, stream: true}
+	if st := statusOf(t, env, pr, "/v1/deploy/stream/applications/docs/resource-tree?appNamespace=hanzo", root); st.code != http.StatusOK {
+		t.Errorf("the tree stream of docs: %d %s", st.code, st.body)
 	}
 }
