@@ -57,7 +57,18 @@ type Release struct {
 	// declared tag has no release; DeclaredAssets its asset count.
 	DeclaredURL    string
 	DeclaredAssets int
+	// TagsOnly says the source knows tags but not releases (a registry):
+	// no-release and zero-assets are not computed.
+	TagsOnly bool
+	// Status is "" when every configured source answered for this app;
+	// otherwise "pending" (not fetched yet) or "error (<reason>)" (the
+	// last fetch failed, the reason safe to show). Then no release rule
+	// is computed: an outage of a source never paints a row.
+	Status string
 }
+
+// ReleaseStatusOK is AppView.Source when a release source answered.
+const ReleaseStatusOK = "ok"
 
 // Observed is what drift is computed from. Release is nil when no release
 // source is configured: the release rules (no-release, zero-assets) are then
@@ -81,9 +92,13 @@ func ComputeDrift(o Observed) Drift {
 		flags = append(flags, DriftFlag{DriftFloatingRunning, SeverityRed,
 			"running tag " + quote(o.RunningTag) + " is not a vX.Y.Z release"})
 	}
+	rel := o.Release
+	if rel != nil && rel.Status != "" {
+		rel = nil // pending or failed: the release rules are left out
+	}
 	latest := ""
-	if o.Release != nil {
-		latest = o.Release.LatestTag
+	if rel != nil {
+		latest = rel.LatestTag
 	}
 	if declared := releaseTag(o.DeclaredTag); IsSemverTag(declared) && IsSemverTag(latest) && declared != latest {
 		flags = append(flags, DriftFlag{DriftStale, SeverityYellow,
@@ -93,11 +108,11 @@ func ComputeDrift(o Observed) Drift {
 		flags = append(flags, DriftFlag{DriftUnrolled, SeverityYellow,
 			o.DeclaredTag + " is declared but " + o.RunningTag + " is running"})
 	}
-	if o.Release != nil && o.DeclaredTag != "" {
-		if o.Release.DeclaredURL == "" {
+	if rel != nil && !rel.TagsOnly && o.DeclaredTag != "" {
+		if rel.DeclaredURL == "" {
 			flags = append(flags, DriftFlag{DriftNoRelease, SeverityRed,
 				"no release found for the declared tag " + quote(o.DeclaredTag)})
-		} else if o.Release.DeclaredAssets == 0 {
+		} else if rel.DeclaredAssets == 0 {
 			flags = append(flags, DriftFlag{DriftZeroAssets, SeverityRed,
 				"the release of " + o.DeclaredTag + " has no assets"})
 		}
@@ -147,6 +162,9 @@ type AppView struct {
 	Namespace   string   `json:"namespace"`
 	Endpoints   []string `json:"endpoints"`
 	Drift       Drift    `json:"drift"`
+	// Source is the release source's state for this row: "ok",
+	// "pending" or "error (<reason>)"; absent when none is configured.
+	Source string `json:"source,omitempty"`
 }
 
 // View is the row on the drift board. The org is the owner in the image
@@ -173,6 +191,10 @@ func (a *App) View(cluster string, rel *Release) AppView {
 	}
 	if rel != nil {
 		v.LatestTag = rel.LatestTag
+		v.Source = rel.Status
+		if v.Source == "" {
+			v.Source = ReleaseStatusOK
+		}
 	}
 	return v
 }
