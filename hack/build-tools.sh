@@ -2,7 +2,8 @@
 # Builds the real components the integration tests run against into a cache
 # folder outside the repository, skipping anything already built:
 #   kube-apiserver, kube-controller-manager, kube-scheduler (v1.37.2),
-#   etcd (v3.7.3), hydra (v2.3.0, sqlite in-memory) and docker-compose (v5.6.0).
+#   etcd (v3.7.3), hydra (v2.3.0, sqlite in-memory), docker-compose (v5.6.0) and
+#   registry (distribution v3.1.2, the OCI registry of the release source's tests).
 # Usage: hack/build-tools.sh [component...]   (default: all)
 # The folder is $DEPLOYD_TOOLS (default ~/.cache/deployd/tools); print it with --dir.
 set -euo pipefail
@@ -31,7 +32,7 @@ build() {
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose)
+[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose registry)
 for c in "${want[@]}"; do
 	case $c in
 	etcd) build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w" ;;
@@ -39,6 +40,7 @@ for c in "${want[@]}"; do
 		build "$c" kube "k8s.io/kubernetes/cmd/$c" -ldflags "$kube_ldflags" ;;
 	hydra) CGO_ENABLED=1 build hydra hydra github.com/ory/hydra/v2 -tags sqlite,sqlite_omit_load_extension -ldflags "-s -w" ;;
 	docker-compose) build docker-compose compose github.com/docker/compose/v5/cmd -ldflags "-s -w" ;;
+	registry) build registry registry github.com/distribution/distribution/v3/cmd/registry -ldflags "-s -w" ;;
 	*) echo "unknown component $c" >&2; exit 2 ;;
 	esac
 done
