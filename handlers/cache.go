@@ -86,10 +86,17 @@ func (b *cachedBody) gzip(rc *responseCache) []byte {
 // revision: ETag is the revision, If-None-Match answers 304, and the body is
 // gzipped (once) when the client accepts it.
 func (s *Server) respondCached(c echo.Context, rev uint64, key string, render func() ([]byte, error)) error {
-	if notModified(c, rev) {
+	return s.respondCachedAt(c, strconv.FormatUint(rev, 10), key, render)
+}
+
+// respondCachedAt is respondCached for an answer whose version is more
+// than the snapshot's revision (the drift board's: the revision and the
+// release source's generation).
+func (s *Server) respondCachedAt(c echo.Context, version, key string, render func() ([]byte, error)) error {
+	if notModifiedAt(c, version) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	key = key + "@" + strconv.FormatUint(rev, 10)
+	key = key + "@" + version
 	cb, ok := s.cache.get(key)
 	if !ok {
 		body, err := render()
@@ -105,7 +112,11 @@ func (s *Server) respondCached(c echo.Context, rev uint64, key string, render fu
 // notModified sets the caching headers of an answer at revision rev (the
 // ETag) and reports whether the client already holds it (If-None-Match).
 func notModified(c echo.Context, rev uint64) bool {
-	etag := `"` + strconv.FormatUint(rev, 10) + `"`
+	return notModifiedAt(c, strconv.FormatUint(rev, 10))
+}
+
+func notModifiedAt(c echo.Context, version string) bool {
+	etag := `"` + version + `"`
 	h := c.Response().Header()
 	h.Set(echo.HeaderCacheControl, "no-store")
 	h.Set("ETag", etag)

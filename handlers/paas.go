@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -48,8 +49,7 @@ func (s *Server) paasRows(snap *projection.Snapshot, sc auth.Scope) []projection
 		}
 		var rel *projection.Release
 		if s.d.Releases != nil {
-			_, _, repo := projection.RepoParts(a.Repository)
-			rel = s.d.Releases(repo, a.Declared)
+			rel = s.d.Releases(a.Repository, a.Declared)
 		}
 		out = append(out, a.View(s.d.ClusterName, rel))
 	}
@@ -78,41 +78,64 @@ func (s *Server) paasRows(snap *projection.Snapshot, sc auth.Scope) []projection
 	return out
 }
 
+// paasFilter is the board's query: env, health, org, drift, each optional.
+type paasFilter struct{ env, health, org, drift string }
+
+func parsePaaSFilter(q map[string][]string) (f paasFilter, err error) {
+	if err = checkParams(q, "env", "health", "org", "drift"); err != nil {
+		return
+	}
+	if f.env, err = oneOf(q, "env", paasEnvs); err != nil {
+		return
+	}
+	if f.health, err = oneOf(q, "health", paasHealth); err != nil {
+		return
+	}
+	if f.drift, err = oneOf(q, "drift", paasDrift); err != nil {
+		return
+	}
+	f.org, err = optionalName(q, "org")
+	return
+}
+
+func (f paasFilter) key() string { return f.env + "|" + f.health + "|" + f.org + "|" + f.drift }
+
+func (f paasFilter) match(v *projection.AppView) bool {
+	h := v.Health
+	if h == "" {
+		h = "unknown"
+	}
+	return (f.env == "" || v.Env == f.env) && (f.health == "" || h == f.health) &&
+		(f.org == "" || v.Org == f.org) && (f.drift == "" || string(v.Drift.Severity) == f.drift)
+}
+
+// paasVersion is the version of the board's answers: the snapshot's
+// revision, and the release source's generation when one is configured
+// (release facts change without the cluster changing).
+func (s *Server) paasVersion(rev uint64) string {
+	v := strconv.FormatUint(rev, 10)
+	if s.d.ReleaseChanges != nil {
+		gen, _ := s.d.ReleaseChanges()
+		v += "." + strconv.FormatUint(gen, 10)
+	}
+	return v
+}
+
 func (s *Server) paasList(c echo.Context) error {
 	sc, err := scopeOf(c)
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	if err := checkParams(q, "env", "health", "org", "drift"); err != nil {
-		return err
-	}
-	env, err := oneOf(q, "env", paasEnvs)
-	if err != nil {
-		return err
-	}
-	health, err := oneOf(q, "health", paasHealth)
-	if err != nil {
-		return err
-	}
-	drift, err := oneOf(q, "drift", paasDrift)
-	if err != nil {
-		return err
-	}
-	org, err := optionalName(q, "org")
+	f, err := parsePaaSFilter(c.QueryParams())
 	if err != nil {
 		return err
 	}
 	snap := s.d.Snapshots.Snapshot()
-	key := "paas|" + sc.Key() + "|" + env + "|" + health + "|" + org + "|" + drift
-	return s.respondCached(c, snap.Revision, key, func() ([]byte, error) {
+	key := "paas|" + sc.Key() + "|" + f.key()
+	return s.respondCachedAt(c, s.paasVersion(snap.Revision), key, func() ([]byte, error) {
 		out := paasList{Apps: []projection.AppView{}, Summary: paasSummary{ByDrift: map[string]int{"ok": 0, "yellow": 0, "red": 0}}}
 		for _, v := range s.paasRows(snap, sc) {
-			h := v.Health
-			if h == "" {
-				h = "unknown"
-			}
-			if (env != "" && v.Env != env) || (health != "" && h != health) || (org != "" && v.Org != org) || (drift != "" && string(v.Drift.Severity) != drift) {
+			if !f.match(&v) {
 				continue
 			}
 			out.Apps = append(out.Apps, v)

@@ -88,7 +88,12 @@ type Deps struct {
 	Version     Version
 	// Releases answers the drift board's release questions; nil when no
 	// release source is configured.
-	Releases func(repo, declaredTag string) *projection.Release
+	// It is given the App's image repository (registry host included) and
+	// reads a cache: it never waits on a registry or a forge.
+	Releases func(repository, declaredTag string) *projection.Release
+	// ReleaseChanges returns the release source's generation and a channel
+	// closed when an answer changes; nil when Releases is nil.
+	ReleaseChanges func() (uint64, <-chan struct{})
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Web serves the embedded dashboard at /; nil for none.
@@ -185,4 +190,5 @@ func (s *Server) routes() {
 	paas := []echo.MiddlewareFunc{RequireScope(), s.requirePaaS, s.requireReady}
 	e.GET("/v1/paas/apps", s.paasList, paas...)
 	e.GET("/v1/paas/apps/:app", s.paasApp, paas...)
+	e.GET("/v1/paas/stream/apps", s.paasStream, paas...)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/cluster/release"
 	"github.com/hanzoai/deploy/handlers"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
@@ -29,6 +30,9 @@ type planeConfig struct {
 	// nil reads them through the watcher.
 	Logs        handlers.LogReader
 	ClusterName string
+	// Releases configures the drift board's release source (none when
+	// no source is enabled).
+	Releases release.Config
 }
 
 // plane is the running read plane: watcher → feed → store → HTTP.
@@ -38,17 +42,31 @@ type plane struct {
 	hub    *stream.Hub
 	auth   *auth.Authenticator
 	server *handlers.Server
+	// releases is the drift board's release source; nil when none is
+	// configured. Its Stats are the refresh and failure counts.
+	releases *release.Source
 }
 
 func newPlane(ctx context.Context, cfg planeConfig) *plane {
 	p := &plane{cfg: cfg, store: projection.NewStore(cfg.Projection)}
+	// cfg.Releases was checked when it was read (release.ConfigFromEnv);
+	// New fails only if its auth file went away since.
+	rs, err := release.New(cfg.Releases, release.Options{
+		Repositories: release.SnapshotRepositories(p.store.Snapshot),
+		Logger:       cfg.Log,
+	})
+	if err != nil {
+		cfg.Log.Error("release source disabled: the drift board shows no release flags", "err", err)
+		rs = nil
+	}
+	p.releases = rs
 	p.hub = stream.NewHub(p.store, stream.Options{Logger: cfg.Log})
 	p.auth = auth.New(ctx, cfg.Auth, cfg.Log)
 	logs := cfg.Logs
 	if logs == nil {
 		logs = watcherLogs{cfg.Watcher}
 	}
-	p.server = handlers.New(handlers.Deps{
+	deps := handlers.Deps{
 		Log:         cfg.Log,
 		Snapshots:   p.store,
 		Projection:  cfg.Projection,
@@ -62,7 +80,11 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		ClusterName: cfg.ClusterName,
 		Version:     handlers.Version{Version: version, BuildDate: buildDate, GitCommit: commit},
 		Web:         web.Handler(),
-	})
+	}
+	if rs != nil {
+		deps.Releases, deps.ReleaseChanges = rs.Release, rs.Changes
+	}
+	p.server = handlers.New(deps)
 	return p
 }
 
@@ -74,6 +96,10 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); p.hub.Run(ctx) }()
+	if p.releases != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.releases.Run(ctx) }()
+	}
 	go func() { defer wg.Done(); p.cfg.Watcher.Run(ctx) }()
 	go func() { defer wg.Done(); p.cfg.Feed.Run(ctx, p.store, p.publish, p.cfg.Log) }()
 

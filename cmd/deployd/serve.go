@@ -13,6 +13,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/cluster/release"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -27,6 +28,11 @@ import (
 //	                DEPLOY_SOURCE_REPO, DEPLOY_SOURCE_PATH, DEPLOY_SOURCE_REVISION
 //	                                         display values of spec.source
 //	                DEPLOY_PUBLIC_URL, IAM_ENDPOINT, DEPLOY_IAM_CLIENT_ID, … (sign-in, see auth)
+//	                DEPLOY_RELEASE_SOURCE    the drift board's release source: none (default), registry, github, registry,github
+//	                DEPLOY_REGISTRY_AUTH_FILE  Docker config file with registry credentials (anonymous without)
+//	                DEPLOY_GITHUB_API        GitHub REST API base URL (https://api.github.com/; GHE or Gitea-compatible)
+//	                DEPLOY_GITHUB_TOKEN_FILE file holding the GitHub token (anonymous without)
+//	                DEPLOY_RELEASE_REFRESH   period of each repository's refresh (10m)
 //	                LOG_LEVEL                debug, info, warn, error (info)
 //	                OTEL_EXPORTER_OTLP_ENDPOINT  export a span per request
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,6 +61,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	relCfg, err := release.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
 	shutdownTracing, err := setupTracing(ctx, log)
 	if err != nil {
 		return err
@@ -77,12 +87,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	p := newPlane(ctx, planeConfig{
 		Log: log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
 		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
+		Releases:    relCfg,
 	})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "signin", p.auth.Status().Reason)
+	log.Info("serving", "addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources())
 	return p.run(ctx, ln)
 }
 

@@ -60,3 +60,25 @@ func TestServeWithoutCluster(t *testing.T) {
 		t.Fatalf("the log does not say why:\n%s", stderr.String())
 	}
 }
+
+// TestServeRefusesBadReleaseSettings: a wrong release setting stops serve
+// at start, naming the variable and what to write.
+func TestServeRefusesBadReleaseSettings(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, tc := range []struct{ key, value, want string }{
+		{"DEPLOY_RELEASE_SOURCE", "gitlab", "DEPLOY_RELEASE_SOURCE \"gitlab\": want none, registry, github or registry,github"},
+		{"DEPLOY_RELEASE_REFRESH", "1s", "DEPLOY_RELEASE_REFRESH \"1s\": want a duration of at least 10s"},
+		{"DEPLOY_GITHUB_API", "ftp://example.com", "DEPLOY_GITHUB_API \"ftp://example.com\": want an http(s) base URL"},
+		{"DEPLOY_GITHUB_TOKEN_FILE", "/nonexistent/token", "DEPLOY_GITHUB_TOKEN_FILE: /nonexistent/token does not exist"},
+		{"DEPLOY_REGISTRY_AUTH_FILE", "/nonexistent/config.json", "DEPLOY_REGISTRY_AUTH_FILE: /nonexistent/config.json does not exist"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, io.Discard, io.Discard)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error starting %q", err, tc.want)
+			}
+		})
+	}
+}
