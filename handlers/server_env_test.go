@@ -125,6 +125,13 @@ var readyCluster = ClusterStatus{Configured: true, Reachable: true, AppCRD: true
 
 func newServerEnv(t testing.TB) *serverEnv {
 	t.Helper()
+	return newServerEnvWith(t, nil)
+}
+
+// newServerEnvWith is newServerEnv with deps changed by with before the
+// server is built.
+func newServerEnvWith(t testing.TB, with func(*Deps)) *serverEnv {
+	t.Helper()
 	m, err := mockoidc.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -162,13 +169,17 @@ func newServerEnv(t testing.TB) *serverEnv {
 		PublicURL: env.URL, CookieKey: bytes.Repeat([]byte{7}, 32), Now: env.clock.Now,
 	}, log)
 	t.Cleanup(env.a.Close)
-	env.srv = New(Deps{
+	deps := Deps{
 		Log: log, Snapshots: env.store, Projection: projection.DefaultConfig(),
 		Cluster: func() ClusterStatus { env.mu.Lock(); defer env.mu.Unlock(); return env.status },
 		Live:    env.live, Logs: env.pods, Auth: env.a, PublicURL: env.URL, ClusterName: "in-cluster",
 		Version: Version{Version: "v0.1.0", BuildDate: "2026-11-01T00:00:00Z", GitCommit: "abc1234"},
 		Now:     env.clock.Now, Web: web.Handler(),
-	})
+	}
+	if with != nil {
+		with(&deps)
+	}
+	env.srv = New(deps)
 	srv := httptest.NewUnstartedServer(env.srv.Handler())
 	srv.Listener.Close()
 	srv.Listener = l
