@@ -33,6 +33,13 @@ type planeEnv struct {
 
 func startPlane(t *testing.T, cfg *rest.Config) *planeEnv {
 	t.Helper()
+	return startPlaneWith(t, cfg, nil)
+}
+
+// startPlaneWith is startPlane with the plane's configuration changed by
+// with before the plane is built.
+func startPlaneWith(t *testing.T, cfg *rest.Config, with func(*planeConfig)) *planeEnv {
+	t.Helper()
 	m, err := mockoidc.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -51,11 +58,15 @@ func startPlane(t *testing.T, cfg *rest.Config) *planeEnv {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	env.p = newPlane(ctx, planeConfig{
+	pc := planeConfig{
 		Log: log, Projection: pcfg, Watcher: w, Feed: feed, ClusterName: "in-cluster",
 		Auth: auth.Config{Issuer: m.Issuer(), ClientID: m.ClientID, ClientSecret: m.ClientSecret, PublicURL: env.URL,
 			CookieKey: bytes.Repeat([]byte{9}, 32)},
-	})
+	}
+	if with != nil {
+		with(&pc)
+	}
+	env.p = newPlane(ctx, pc)
 	done := make(chan error, 1)
 	go func() { done <- env.p.run(ctx, ln) }()
 	t.Cleanup(func() {
