@@ -45,7 +45,9 @@
 //     (Options.Repositories, usually off the current snapshot) every
 //     Refresh/10, at most every 5 s, so a new App is fetched soon after
 //     it appears; the cache drops a repository not refreshed for three
-//     periods.
+//     periods. The expirable cache runs its own sweeper goroutine, which
+//     golang-lru v2.0.7 gives no way to stop: a Source is made once per
+//     process.
 //   - The fold stays pure. Nothing here reaches the projection's writer:
 //     release facts join the board on its read side, when a row is
 //     encoded. A refresh that changes an answer moves the generation on
