@@ -33,7 +33,7 @@ func read(t *testing.T, root fs.FS, name string) string {
 func TestEmbeddedFiles(t *testing.T) {
 	root := staticFS(t)
 	for _, name := range []string{"index.html", "favicon.svg", "css/app.css", "js/main.js", "js/api.js", "js/fleet.js",
-		"js/list.js", "js/detail.js", "js/tree.js", "js/stream.js"} {
+		"js/list.js", "js/detail.js", "js/tree.js", "js/stream.js", "js/board.js"} {
 		if fi, err := fs.Stat(root, name); err != nil || fi.Size() == 0 {
 			t.Errorf("embedded %s: %v (want a non-empty file)", name, err)
 		}

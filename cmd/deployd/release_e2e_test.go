@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -87,7 +89,7 @@ func waitRow(t *testing.T, env *planeEnv, token, what string, cond func(projecti
 // holds v1.0.0, v1.2.0, v1.10.0, latest and v2.0.0-rc.1; the board's
 // latestTag is v1.10.0 and the App declaring v1.2.0 is stale. Pushing
 // v1.11.0 moves the row on the next refresh, and the board stream sends
-// it as a MODIFIED.
+// it as a MODIFIED; the page's board shows the flag's message and follows.
 func TestDriftBoardFromARealRegistry(t *testing.T) {
 	reg := clustertest.StartRegistry(t)
 	repo := reg.Host + "/acme/api"
@@ -154,12 +156,30 @@ func TestDriftBoardFromARealRegistry(t *testing.T) {
 		t.Fatalf("first event: %s latest %q, want ADDED v1.10.0", typ, v.LatestTag)
 	}
 
+	// The page's board shows the row, its flag and message.
+	bctx, bcancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer bcancel()
+	b := newBrowser(t, bctx)
+	env.m.QueueUser(admin)
+	b.do("sign in to the board", chromedp.Navigate(env.URL+"/v1/deploy/login?returnTo="+url.QueryEscape("/?board=1")))
+	row := `document.querySelector('#board-rows tr[data-id="acme/api/main"]')`
+	b.waitFor("the board's row", fmt.Sprintf(`(r => r && r.querySelector('.c-latest').textContent === 'v1.10.0' && r.dataset.severity === 'yellow')(%s)`, row), 30*time.Second)
+	if msg := eval[string](b, row+`.querySelector('.flag[data-kind="stale"] .flag-msg').textContent`); msg != "a newer release v1.10.0 exists; v1.2.0 is declared" {
+		t.Errorf("the page's stale message: %q", msg)
+	}
+	if src := eval[string](b, row+`.querySelector('.c-source').textContent`); src != "answered" {
+		t.Errorf("the page's release source cell: %q, want answered", src)
+	}
+	b.waitFor("the board's live indicator", `document.querySelector('#conn').dataset.state === 'live'`, 10*time.Second)
+
 	pushImage(t, repo, "v1.11.0")
 	typ, v := next()
 	if typ != "MODIFIED" || v.ID != "acme/api/main" || v.LatestTag != "v1.11.0" ||
 		len(v.Drift.Flags) != 1 || v.Drift.Flags[0].Message != "a newer release v1.11.0 exists; v1.2.0 is declared" {
 		t.Fatalf("after the push: %s %+v, want MODIFIED acme/api/main at v1.11.0", typ, v)
 	}
+	b.waitFor("the board's row after the push", fmt.Sprintf(`(r => r && r.querySelector('.c-latest').textContent === 'v1.11.0' && r.querySelector('.flag-msg').textContent === 'a newer release v1.11.0 exists; v1.2.0 is declared')(%s)`, row), 30*time.Second)
+	b.checkConsole()
 	if st := env.p.releases.Stats(); st.Refreshes < 2 || st.Failures != 0 || st.Generation < 2 {
 		t.Errorf("release stats: %+v, want at least two refreshes and two changes, no failure", st)
 	}

@@ -5,6 +5,7 @@ import {api, loginURL} from './api.js';
 import {Fleet} from './fleet.js';
 import {ListView} from './list.js';
 import {DetailView} from './detail.js';
+import {BoardView} from './board.js';
 import {current, onRoute, followLink, listLocation} from './router.js';
 import {errorBanner} from './ui.js';
 
@@ -24,6 +25,7 @@ function roleOf(me) {
 
 function renderAccount(me) {
   replace(account,
+    me.superAdmin || me.orgAdmin ? h('a', {class: 'btn btn-on-dark', id: 'board-link', href: '/?board=1'}, 'Drift board') : null,
     h('span', {class: 'who'}, h('span', {class: 'who-name', id: 'username'}, me.username || 'signed in'),
       h('span', {class: 'who-role', id: 'user-role'}, roleOf(me))),
     h('button', {type: 'button', class: 'btn btn-on-dark', id: 'logout', onclick: logout}, 'Log out'));
@@ -66,7 +68,12 @@ function unmount() {
 function route() {
   if (!fleet) return;
   const r = current();
-  if (r.app) {
+  if (r.board) {
+    if (viewKind === 'board') return;
+    unmount();
+    view = new BoardView(main);
+    viewKind = 'board';
+  } else if (r.app) {
     const key = r.app.namespace + '/' + r.app.name;
     if (viewKind === key) return;
     unmount();
@@ -83,7 +90,7 @@ function route() {
     viewKind = 'list';
   }
   if (routed) {
-    const title = document.getElementById('list-title') || document.getElementById('app-title');
+    const title = document.getElementById('list-title') || document.getElementById('app-title') || document.getElementById('board-title');
     if (title) title.focus({preventScroll: true});
     window.scrollTo(0, 0);
   }

@@ -1,5 +1,6 @@
-// The page's own URLs: "/" (the fleet, its filters in the query string)
-// and "/?app=<namespace>/<name>" (one application). Navigation uses the
+// The page's own URLs: "/" (the fleet, its filters in the query string),
+// "/?app=<namespace>/<name>" (one application) and "/?board=1" (the drift
+// board). Navigation uses the
 // History API, so moving between views never reloads the page.
 
 const listeners = new Set();
@@ -8,7 +9,8 @@ let lastList = '/';
 // remember keeps the newest location of the list (with its filters), the
 // place "Applications" leads back to.
 function remember() {
-  if (!new URLSearchParams(location.search).has('app')) lastList = location.pathname + location.search;
+  const q = new URLSearchParams(location.search);
+  if (!q.has('app') && !q.has('board')) lastList = location.pathname + location.search;
 }
 
 remember();
@@ -44,9 +46,10 @@ export function replaceQuery(params) {
   remember();
 }
 
-/** current reads the route: {app: {namespace, name}} or {list: URLSearchParams}. */
+/** current reads the route: {app: {namespace, name}}, {board: true} or {list: URLSearchParams}. */
 export function current() {
   const q = new URLSearchParams(location.search);
+  if (q.has('board')) return {board: true, query: q};
   const app = q.get('app');
   if (app) {
     const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9]*[a-z0-9])?)$/.exec(app);
