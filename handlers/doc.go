@@ -21,4 +21,10 @@
 //     when another method is routed there), worked out from the router
 //     itself; only other paths fall back to the page.
 //   - Every answer carries Cache-Control: no-store (ETags are kept).
+//   - The drift board joins release facts on its read side: Deps.Releases
+//     reads the release source's cache (never a registry or a forge), and
+//     the board's answers are versioned by the snapshot's revision and the
+//     release source's generation, so a cached or 304 answer is never older
+//     than either. GET /v1/paas/stream/apps re-reads the board when either
+//     moves and sends the rows whose view changed (paas_stream.go).
 package handlers
