@@ -1,7 +1,8 @@
 # deployd — build and test.
 #   make test    every test the project has, against real components
 #                (kube-apiserver + etcd, controller-manager, scheduler, Hydra,
-#                Chromium, docker compose), installing and building them first;
+#                Chromium, docker compose, an OCI registry), installing and
+#                building them first;
 #                then make race, and every fuzz target briefly.
 #   make tools   build the real components into $(TOOLS) (skips what is built)
 #   make bench   the benchmarks recorded in BENCHMARKS.md (make bench-fold: the
