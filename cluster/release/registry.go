@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -70,11 +69,7 @@ func registryError(ctx context.Context, err error) error {
 		}
 		return &fetchError{reason: fmt.Sprintf("registry answered %d", te.StatusCode), cause: err}
 	}
-	var ne net.Error
-	var oe *net.OpError
-	if errors.As(err, &oe) || errors.As(err, &ne) {
-		return &fetchError{reason: "registry unreachable", cause: err}
-	}
+	// Refused, reset, unresolvable, or an answer that is not a registry's.
 	return &fetchError{reason: "registry unreachable", cause: err}
 }
 
