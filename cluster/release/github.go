@@ -27,6 +27,9 @@ type forgeRelease struct {
 type forgeReleases struct {
 	byTag  map[string]forgeRelease // published (non-draft) releases by tag
 	latest string                  // highest clean tag of a non-draft, non-prerelease release
+	// exhausted is when the forge's rate limit resets, set when the last
+	// answer said no request is left (X-RateLimit-Remaining: 0).
+	exhausted time.Time
 }
 
 // githubLister reads releases through the GitHub REST API.
@@ -91,6 +94,9 @@ func (l *githubLister) releases(ctx context.Context, repo string, now time.Time)
 			if !r.GetPrerelease() {
 				clean = append(clean, r.GetTagName())
 			}
+		}
+		if resp != nil && resp.Header.Get("X-RateLimit-Remaining") == "0" && resp.Rate.Reset.After(now) {
+			out.exhausted = resp.Rate.Reset.Time
 		}
 		if resp == nil || resp.NextPage == 0 {
 			break

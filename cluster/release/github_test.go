@@ -28,6 +28,7 @@ const forgeImage = "ghcr.io/octocat/hello-world"
 type forge struct {
 	srv      *httptest.Server
 	limited  atomic.Bool
+	lastOne  atomic.Bool // the last page says no request is left until the reset
 	requests atomic.Int64
 	mu       sync.Mutex
 	auth     []string // Authorization headers seen
@@ -67,6 +68,10 @@ func newForge(t *testing.T) *forge {
 		}
 		w.Header().Set("X-RateLimit-Limit", "5000")
 		w.Header().Set("X-RateLimit-Remaining", "4999")
+		if f.lastOne.Load() && r.URL.Query().Get("page") == "2" {
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+		}
 		if r.URL.Query().Get("page") == "2" {
 			w.Write(page2)
 			return
@@ -238,5 +243,43 @@ func TestGitHubFailureIsASafeError(t *testing.T) {
 	}
 	if st := s.Stats(); st.Failures != 1 {
 		t.Errorf("failures: got %d, want 1", st.Failures)
+	}
+}
+
+// TestGitHubSpentRateLimitWaitsForReset: an answer that used the last
+// request of the rate limit is kept, and no request is sent before the
+// reset, not even for a repository that appears meanwhile.
+func TestGitHubSpentRateLimitWaitsForReset(t *testing.T) {
+	f := newForge(t)
+	f.lastOne.Store(true)
+	var mu sync.Mutex
+	repos := []string{forgeImage}
+	s, err := New(Config{GitHub: true, GitHubAPI: f.srv.URL, Refresh: time.Hour}, Options{Repositories: func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return repos
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the first refresh", func() bool { return s.Stats().Refreshes >= 1 })
+	if rel := s.Release(forgeImage, "v1.0.0"); rel.Status != "" || rel.LatestTag != "v1.2.0" {
+		t.Fatalf("answered with the limit spent: got %+v, want the answer kept", rel)
+	}
+	sent := f.requests.Load()
+	mu.Lock()
+	repos = []string{forgeImage, "ghcr.io/octocat/second"}
+	mu.Unlock()
+	s.RefreshNow()
+	waitFor(t, "the second repository's round", func() bool { return s.Stats().Refreshes >= 2 })
+	if got := f.requests.Load(); got != sent {
+		t.Errorf("requests after the limit was spent: got %d more, want none", got-sent)
+	}
+	if got := s.Release("ghcr.io/octocat/second", "v1.0.0").Status; got != "pending" {
+		t.Errorf("second repository: got %q, want pending", got)
 	}
 }

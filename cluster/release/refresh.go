@@ -141,6 +141,11 @@ func (s *Source) refresh(ctx context.Context, repo string) {
 				f.forge = state{fetched: true, err: s.failed(repo, "forge", err)}
 			default:
 				f.forge = state{fetched: true}
+				if until := rels.exhausted; !until.IsZero() {
+					s.blockForge(until) // the answer used the last request: wait for the reset
+					s.log.Info("release forge rate limit used up; waiting for its reset", "until", until)
+				}
+				rels.exhausted = time.Time{}
 				f.releases = rels
 			}
 		}
