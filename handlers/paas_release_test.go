@@ -254,3 +254,28 @@ func TestPaaSStreamRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestPaaSStreamFollowsTheCluster: the board stream also follows the
+// cluster: a new App is an ADDED, a deleted one a DELETED.
+func TestPaaSStreamFollowsTheCluster(t *testing.T) {
+	env, _ := newReleaseEnv(t)
+	root := openBoard(t, env, env.token(t, userRoot, time.Hour))
+	for range 7 {
+		root.next(t)
+	}
+	o, _ := projection.Decode(map[string]any{"apiVersion": "hanzo.ai/v1", "kind": "App",
+		"metadata": map[string]any{"name": "new", "namespace": "hanzo", "uid": "u-new"},
+		"spec":     map[string]any{"image": map[string]any{"repository": "ghcr.io/hanzoai/new", "tag": "v1.0.0"}}})
+	if _, err := env.store.Apply(projection.Change{Op: projection.Upsert, Object: o}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := root.next(t); ev.Type != "ADDED" || ev.App.ID != "hanzoai/new/main" || ev.App.Source != "pending" {
+		t.Fatalf("after a new App: got %s %s (source %q), want ADDED hanzoai/new/main pending", ev.Type, ev.App.ID, ev.App.Source)
+	}
+	if _, err := env.store.Apply(projection.Change{Op: projection.Delete, Object: o}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := root.next(t); ev.Type != "DELETED" || ev.App.ID != "hanzoai/new/main" {
+		t.Fatalf("after the App's deletion: got %s %s, want DELETED hanzoai/new/main", ev.Type, ev.App.ID)
+	}
+}
