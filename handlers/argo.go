@@ -308,6 +308,7 @@ type gitopsBody struct {
 	Installed    bool                     `json:"installed"`
 	Reason       string                   `json:"reason,omitempty"`
 	Applications []projection.Application `json:"applications"`
+	Engine       projection.EngineStatus  `json:"engine"`
 }
 
 // gitops lists the CD Applications (SuperAdmin only).
@@ -316,7 +317,7 @@ func (s *Server) gitops(c echo.Context) error {
 		return err
 	}
 	st := s.d.Cluster()
-	out := gitopsBody{Installed: st.CDCRD, Applications: []projection.Application{}}
+	out := gitopsBody{Installed: st.CDCRD, Applications: []projection.Application{}, Engine: s.engineStatus()}
 	if !st.CDCRD {
 		out.Reason = "the CD Application CRD (applications.apps.hanzo.ai) is not installed"
 	}

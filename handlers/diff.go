@@ -16,40 +16,47 @@ type resourceDiff struct {
 
 // desiredVsLive compares the live object with the desired state it carries:
 // the last-applied configuration when it parses ("last-applied"), else
-// nothing ("none"). Both sides are normalized — status, managedFields,
-// resourceVersion, uid, generation, creationTimestamp, ownerReferences and
-// the annotation itself dropped — and the live side is cut to the fields the
-// desired side declares (what the server defaults, nobody declared). The
-// patch is the RFC 6902 JSON Patch that turns live into desired.
+// nothing ("none").
 func desiredVsLive(live map[string]any) (string, resourceDiff, error) {
-	d := resourceDiff{Patch: []jsonpatch.Operation{}}
 	md, _ := live["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
 	raw, _ := ann[projection.AnnotationLastApplied].(string)
 	var desired map[string]any
 	if raw == "" || json.Unmarshal([]byte(raw), &desired) != nil || desired == nil {
-		return "none", d, nil
+		return "none", resourceDiff{Patch: []jsonpatch.Operation{}}, nil
 	}
+	d, err := diffAgainst(live, desired)
+	return "last-applied", d, err
+}
+
+// diffAgainst compares live with desired. Both sides are normalized —
+// status, managedFields, resourceVersion, uid, generation,
+// creationTimestamp, ownerReferences and the last-applied annotation
+// dropped — and the live side is cut to the fields the desired side
+// declares (what the server defaults, nobody declared). The patch is the
+// RFC 6902 JSON Patch that turns live into desired.
+func diffAgainst(live, desired map[string]any) (resourceDiff, error) {
+	d := resourceDiff{Patch: []jsonpatch.Operation{}}
 	desired = normalize(desired)
 	actual := declaredPart(normalize(live), desired)
 	a, err := json.Marshal(actual)
 	if err != nil {
-		return "", d, err
+		return d, err
 	}
 	b, err := json.Marshal(desired)
 	if err != nil {
-		return "", d, err
+		return d, err
 	}
 	ops, err := jsonpatch.CreatePatch(a, b)
 	if err != nil {
-		return "", d, err
+		return d, err
 	}
 	if ops != nil {
 		d.Patch = ops
 	}
 	d.Modified = len(ops) > 0
 	d.DesiredManifest = desired
-	return "last-applied", d, nil
+	return d, nil
 }
 
 // normalize copies an object without what the cluster manages.

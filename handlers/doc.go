@@ -10,7 +10,9 @@
 //   - Every read is filtered by the caller's auth.Scope, derived in one place
 //     from a validated token; another tenant's app is answered exactly like a
 //     missing one. Every write is SuperAdmin-only and checked before anything
-//     else is looked up.
+//     else is looked up — but for the git webhook, which has no principal: it
+//     authenticates by the HMAC-SHA256 of its body, and at most queues an
+//     engine run.
 //   - Every error reaches the client as {"error","message","code"} with a safe
 //     message; causes (Kubernetes, identity provider) go to the log only.
 //   - Tokens and cookies never appear in a log line.

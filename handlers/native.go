@@ -117,11 +117,26 @@ func (s *Server) resource(c echo.Context) error {
 			ans.Health, ans.HealthMessage = string(h.Status), h.Message
 		}
 	}
-	ans.DesiredSource, ans.Diff, err = desiredVsLive(live)
+	if desired, ok := s.desiredFromGit(r); ok {
+		ans.DesiredSource = "git"
+		ans.Diff, err = diffAgainst(live, desired)
+	} else {
+		ans.DesiredSource, ans.Diff, err = desiredVsLive(live)
+	}
 	if err != nil {
 		return errorCause(http.StatusBadGateway, "the difference could not be computed", err)
 	}
 	return c.JSON(http.StatusOK, ans)
+}
+
+// desiredFromGit is the object as the engine's last rendering declared
+// it, when the engine is enabled and manages it.
+func (s *Server) desiredFromGit(r ref) (map[string]any, bool) {
+	if s.d.Engine == nil {
+		return nil, false
+	}
+	desired, ok := s.d.Engine.Desired(r.kind, r.namespace, r.name)
+	return desired, ok && desired != nil
 }
 
 func labelledFor(obj map[string]any, app string) bool {

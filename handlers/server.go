@@ -138,7 +138,8 @@ func New(d Deps) *Server {
 		recoverPanics(d.Log),
 		tracing(),
 		securityHeaders(),
-		middleware.BodyLimit("64K"),
+		// The git webhook reads its own, larger, limit.
+		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "64K", Skipper: func(c echo.Context) bool { return c.Path() == webhookPath }}),
 		decodeParams,
 		s.audit,
 		s.session.Authenticate(),
@@ -148,6 +149,7 @@ func New(d Deps) *Server {
 	s.routes()
 	s.streamRoutes()
 	s.writeRoutes()
+	s.engineRoutes()
 	s.mountAPINotFound()
 	if d.Web != nil {
 		e.GET("/*", echo.WrapHandler(d.Web))

@@ -73,7 +73,8 @@ func isWriteRoute(method, path string) bool {
 	}
 	switch path {
 	case "/v1/deploy/applications/:name/sync", "/v1/deploy/applications/:name/rollback",
-		"/v1/deploy/:name/sync", "/v1/deploy/:name/rollback", "/v1/paas/apps/:app/deploy":
+		"/v1/deploy/:name/sync", "/v1/deploy/:name/rollback", "/v1/paas/apps/:app/deploy",
+		reconcilePath, webhookPath:
 		return true
 	}
 	return false

@@ -113,6 +113,9 @@ type AppMeta struct {
 	Ready      int32
 	// Source is the CD Application's own source and destination (RowCD only).
 	Source *CDApplicationSpec
+	// Engine is what the engine wrote on the App (RowApp only); nil when
+	// the engine does not manage it.
+	Engine *EngineMark
 
 	cfg *Config // the store's configuration (display values)
 }
@@ -124,7 +127,8 @@ func sameMeta(a, b *AppMeta) bool {
 	}
 	x, y := *a, *b
 	x.Source, y.Source = nil, nil
-	if x != y || (a.Source == nil) != (b.Source == nil) {
+	x.Engine, y.Engine = nil, nil
+	if x != y || (a.Source == nil) != (b.Source == nil) || !sameEngineMark(a.Engine, b.Engine) {
 		return false
 	}
 	return a.Source == nil || *a.Source == *b.Source

@@ -96,10 +96,17 @@ type ResourceStatus struct {
 
 // OperationState is status.operationState.
 type OperationState struct {
-	Operation Operation `json:"operation"`
-	Phase     string    `json:"phase"`
-	Message   string    `json:"message,omitempty"`
-	StartedAt string    `json:"startedAt,omitempty"`
+	Operation  Operation            `json:"operation"`
+	Phase      string               `json:"phase"`
+	Message    string               `json:"message,omitempty"`
+	StartedAt  string               `json:"startedAt,omitempty"`
+	FinishedAt string               `json:"finishedAt,omitempty"`
+	SyncResult *SyncOperationResult `json:"syncResult,omitempty"`
+}
+
+// SyncOperationResult is operationState.syncResult.
+type SyncOperationResult struct {
+	Revision string `json:"revision"`
 }
 
 // Operation is operationState.operation.
@@ -214,13 +221,18 @@ func (a *App) Application() Application {
 	for _, n := range res {
 		app.Status.Resources = append(app.Status.Resources, a.resourceStatus(n))
 	}
-	if op := a.Operation; op != nil {
+	if m := a.Engine; m != nil {
+		app.Status.Sync.Revision = m.Revision
+	}
+	if op := a.Operation; op != nil && (a.Engine == nil || syncOperationWins(op, a.Engine)) {
 		app.Status.OperationState = &OperationState{
 			Operation: Operation{Sync: SyncOperation{Revision: op.Revision}, InitiatedBy: OperationInitiator{Username: op.InitiatedBy}},
 			Phase:     op.Phase,
 			Message:   op.Message,
 			StartedAt: op.StartedAt,
 		}
+	} else if a.Engine != nil {
+		app.Status.OperationState = engineOperation(a.Engine)
 	}
 	return app
 }
@@ -228,6 +240,9 @@ func (a *App) Application() Application {
 func (a *App) source(cfg *Config) ApplicationSource {
 	if a.Source != nil {
 		return ApplicationSource{RepoURL: a.Source.RepoURL, Path: a.Source.Path, TargetRevision: a.Source.TargetRevision}
+	}
+	if src, ok := cfg.managedSource(a.Engine); ok {
+		return src
 	}
 	d := cfg.Source
 	return ApplicationSource{

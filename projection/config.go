@@ -115,6 +115,13 @@ type Config struct {
 	Source     SourceDisplay
 	// ClusterServer is every application's destination server.
 	ClusterServer string
+	// Engine is the engine's source when the engine is enabled: an App it
+	// applied (one carrying its instance label and revision annotation)
+	// shows it as spec.source. Nil when disabled; read-only once set.
+	Engine *EngineSource
+	// EngineInstance is the configured engine's instance; an App marked by
+	// another instance keeps the display source. Empty matches any.
+	EngineInstance string
 	// BaseRevision is the first revision this store hands out, minus one.
 	// Make it increase across restarts (e.g. the start time in
 	// microseconds) so an event id from an earlier process is always

@@ -65,7 +65,9 @@ func DecodeKind(k Kind, obj map[string]any) (*Object, error) {
 	spec, status, ann := m(obj, "spec"), m(obj, "status"), m(md, "annotations")
 	switch k {
 	case KindApp:
-		o.Spec = decodeApp(spec, status, ann)
+		a := decodeApp(spec, status, ann)
+		a.Engine = decodeEngineMark(o.Labels, ann)
+		o.Spec = a
 	case KindDeployment, KindStatefulSet, KindReplicaSet, KindDaemonSet:
 		o.Spec = decodeWorkload(spec, status, ann)
 	case KindPod:

@@ -316,6 +316,7 @@ func (s *Store) appMeta(ao *Object, spec *AppSpec, prev *AppMeta) *AppMeta {
 		Phase:      spec.Phase,
 		Replicas:   spec.Replicas,
 		Ready:      spec.ReadyReplicas,
+		Engine:     spec.Engine,
 		cfg:        &s.cfg,
 	}
 	if prev != nil && sameMeta(meta, prev) {

@@ -90,6 +90,9 @@ type AppSpec struct {
 	// display name beside the subject, when present).
 	SyncRequestedAt string
 	SyncRequestedBy string
+	// Engine is what the engine wrote on the App when it applied it; nil
+	// for an App the engine does not manage.
+	Engine *EngineMark
 
 	HasStatus          bool
 	Phase              string

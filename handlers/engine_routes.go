@@ -1,0 +1,171 @@
+package handlers
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// The engine's routes. Reconcile is a write (SuperAdmin, checked first);
+// the git webhook authenticates by HMAC instead of a principal. Both are
+// audited like every write.
+const (
+	reconcilePath = "/v1/deploy/reconcile"
+	webhookPath   = "/v1/deploy/webhook/git"
+
+	// engineDisabled is the answer of every engine route without an engine.
+	engineDisabled = "deploy engine disabled (set DEPLOY_ENGINE_ENABLED=true)"
+
+	// webhookBodyLimit bounds a webhook delivery: a push of a manifest
+	// repository is a few KiB; GitHub's payloads can reach megabytes only
+	// with hundreds of commits, and the interval run still catches those.
+	webhookBodyLimit = 1 << 20
+)
+
+func (s *Server) engineRoutes() {
+	s.e.POST(reconcilePath, s.reconcile, s.requireEngineWriter)
+	s.e.POST(webhookPath, s.gitWebhook)
+}
+
+// requireEngineWriter admits SuperAdmins only (401 without a principal, 403
+// for anyone else), then answers 503 when the engine is disabled.
+func (s *Server) requireEngineWriter(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		sc, err := scopeOf(c)
+		if err != nil {
+			return err
+		}
+		if !sc.CanWrite() {
+			return errorf(http.StatusForbidden, "writes are for platform administrators (members of the admin organization)")
+		}
+		if s.d.Engine == nil {
+			return errorf(http.StatusServiceUnavailable, engineDisabled)
+		}
+		return next(c)
+	}
+}
+
+// reconcile runs the engine (or joins its run in flight) and answers the
+// run's report: 200 also when objects failed, 502 with the engine's safe
+// reason when the run could not complete.
+func (s *Server) reconcile(c echo.Context) error {
+	q := c.QueryParams()
+	if err := checkParams(q, "dryRun"); err != nil {
+		return err
+	}
+	v, err := single(q, "dryRun")
+	if err != nil {
+		return err
+	}
+	var dryRun bool
+	switch v {
+	case "", "false":
+	case "true":
+		dryRun = true
+	default:
+		return errorf(http.StatusBadRequest, "dryRun must be true or false, not "+quoteShort(v))
+	}
+	if err := drainBody(c); err != nil {
+		return err
+	}
+	rec := auditOf(c)
+	rec.summary = "reconcile dryRun=" + strconv.FormatBool(dryRun)
+	report, err := s.d.Engine.Reconcile(c.Request().Context(), projection.TriggerRequest, dryRun)
+	if err != nil {
+		return errorCause(http.StatusBadGateway, err.Error(), err)
+	}
+	if report == nil {
+		return errorf(http.StatusBadGateway, "the engine answered no report")
+	}
+	// Requests that share a run share its report: answer a copy.
+	out := *report
+	if out.Results == nil {
+		out.Results = []projection.ReconcileResult{}
+	}
+	rec.summary += " revision=" + out.Revision + " declared=" + strconv.Itoa(out.Declared) + " synced=" + strconv.Itoa(out.Synced) +
+		" failed=" + strconv.Itoa(out.Failed) + " pruned=" + strconv.Itoa(out.Pruned)
+	return c.JSON(http.StatusOK, out)
+}
+
+// webhookAnswer is the answer of an accepted delivery.
+type webhookAnswer struct {
+	Queued bool   `json:"queued"`
+	Event  string `json:"event"`
+	Ref    string `json:"ref,omitempty"`
+	// Ignored says why no run was queued.
+	Ignored string `json:"ignored,omitempty"`
+}
+
+// gitWebhook queues a run for a signed push to the engine's ref. Without a
+// configured secret every delivery is refused with 503: an unsigned
+// webhook would let anyone start runs, and 503 tells whoever configures the
+// hook which setting is missing (a 401 would send them looking for a wrong
+// secret). Nothing starts unless the signature verifies.
+func (s *Server) gitWebhook(c echo.Context) error {
+	if s.d.Engine == nil {
+		return errorf(http.StatusServiceUnavailable, engineDisabled)
+	}
+	if len(s.d.EngineWebhookSecret) == 0 {
+		return errorf(http.StatusServiceUnavailable, "the git webhook is not configured: set DEPLOY_ENGINE_WEBHOOK_SECRET to the hook's secret")
+	}
+	r := c.Request()
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, webhookBodyLimit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return errorf(http.StatusRequestEntityTooLarge, "the webhook body is larger than 1 MiB: nothing was queued (the interval run will pick the push up)")
+		}
+		return errorCause(http.StatusBadRequest, "the webhook body could not be read", err)
+	}
+	rec := auditOf(c)
+	rec.summary = "git webhook"
+	if err := verifyWebhook(s.d.EngineWebhookSecret, r.Header, body); err != nil {
+		return err
+	}
+	ans := webhookAnswer{Event: webhookEvent(r.Header)}
+	rec.summary += " event=" + ans.Event
+	if ans.Event != "push" {
+		ans.Ignored = "a " + quoteShort(ans.Event) + " event starts no run (only push does)"
+		return c.JSON(http.StatusAccepted, ans)
+	}
+	p, err := parsePush(body)
+	if err != nil {
+		return err
+	}
+	ans.Ref = p.Ref
+	rec.summary += " ref=" + p.Ref
+	ref := s.d.Engine.Status().Source.Ref
+	switch {
+	case !refMatches(p.Ref, ref):
+		ans.Ignored = "the push is to " + quoteShort(p.Ref) + "; the engine follows " + quoteShort(ref)
+	case p.Deleted:
+		ans.Ignored = "the push deleted " + quoteShort(p.Ref)
+	default:
+		ans.Queued = true
+		s.d.Engine.Trigger(projection.TriggerWebhook)
+	}
+	if ans.Queued {
+		rec.summary += " queued"
+	} else {
+		rec.summary += " ignored"
+	}
+	return c.JSON(http.StatusAccepted, ans)
+}
+
+// engineStatus is the engine's state for GET /v1/deploy/gitops; disabled,
+// the configured source (if any) with nothing run.
+func (s *Server) engineStatus() projection.EngineStatus {
+	if s.d.Engine != nil {
+		return s.d.Engine.Status()
+	}
+	st := projection.EngineStatus{}
+	if src := s.d.Projection.Engine; src != nil {
+		st.Source = *src
+	}
+	return st
+}
