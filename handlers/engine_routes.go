@@ -63,9 +63,9 @@ func (s *Server) reconcile(c echo.Context) error {
 		return err
 	}
 	var dryRun bool
-	switch v {
-	case "", "false":
-	case "true":
+	switch {
+	case !q.Has("dryRun"), v == "false":
+	case v == "true":
 		dryRun = true
 	default:
 		return errorf(http.StatusBadRequest, "dryRun must be true or false, not "+quoteShort(v))

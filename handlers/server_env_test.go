@@ -51,6 +51,18 @@ func fleetObjects(t testing.TB) []map[string]any {
 	return out
 }
 
+// testEngineSource is the engine's configured source in the tests.
+var testEngineSource = projection.EngineSource{Repo: "https://git.example/hanzoai/universe", Ref: "main", Path: "infra/k8s/operator/crs"}
+
+// testProjectionConfig is the default configuration with the engine's
+// source and instance configured.
+func testProjectionConfig() projection.Config {
+	cfg := projection.DefaultConfig()
+	src := testEngineSource
+	cfg.Engine, cfg.EngineInstance = &src, "universe"
+	return cfg
+}
+
 // fakeLive serves the fleet's objects as the API server would.
 type fakeLive struct {
 	objs map[string]map[string]any
@@ -147,7 +159,7 @@ func newServerEnvWith(t testing.TB, with func(*Deps)) *serverEnv {
 		m:      m,
 		clock:  &signinClock{t: time.Now().Truncate(time.Second)},
 		logs:   &authtest.LogBuffer{},
-		store:  projection.NewStore(projection.DefaultConfig()),
+		store:  projection.NewStore(testProjectionConfig()),
 		live:   newFakeLive(objs),
 		pods:   &fakeLogs{text: "listening on :8000\nready\n"},
 		status: readyCluster,
@@ -170,7 +182,7 @@ func newServerEnvWith(t testing.TB, with func(*Deps)) *serverEnv {
 	}, log)
 	t.Cleanup(env.a.Close)
 	deps := Deps{
-		Log: log, Snapshots: env.store, Projection: projection.DefaultConfig(),
+		Log: log, Snapshots: env.store, Projection: testProjectionConfig(),
 		Cluster: func() ClusterStatus { env.mu.Lock(); defer env.mu.Unlock(); return env.status },
 		Live:    env.live, Logs: env.pods, Auth: env.a, PublicURL: env.URL, ClusterName: "in-cluster",
 		Version: Version{Version: "v0.1.0", BuildDate: "2026-11-01T00:00:00Z", GitCommit: "abc1234"},
