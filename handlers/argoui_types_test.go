@@ -125,11 +125,20 @@ type uiHealthStatus struct {
 }
 
 type uiOperationState struct {
-	Operation  uiOperation `json:"operation"`
-	Phase      string      `json:"phase"`
-	Message    string      `json:"message,omitempty"`
-	StartedAt  string      `json:"startedAt,omitempty"`
-	FinishedAt string      `json:"finishedAt,omitempty"`
+	Operation  uiOperation            `json:"operation"`
+	Phase      string                 `json:"phase"`
+	Message    string                 `json:"message,omitempty"`
+	StartedAt  string                 `json:"startedAt,omitempty"`
+	FinishedAt string                 `json:"finishedAt,omitempty"`
+	SyncResult *uiSyncOperationResult `json:"syncResult,omitempty"`
+}
+
+// uiSyncOperationResult is models.ts SyncOperationResult (resources and
+// sources left out: deployd sends neither).
+type uiSyncOperationResult struct {
+	Revision  string               `json:"revision"`
+	Revisions []string             `json:"revisions,omitempty"`
+	Source    *uiApplicationSource `json:"source,omitempty"`
 }
 
 type uiOperation struct {

@@ -149,3 +149,61 @@ func FuzzDecodedParams(f *testing.F) {
 		}
 	})
 }
+
+// FuzzWebhook: verifying and parsing any delivery never panics; a delivery
+// verifies only when every signature it carries is the body's HMAC (an
+// arbitrary signature never does); whatever is refused is a 401 or 400; a
+// parsed push has a bounded, non-empty ref.
+func FuzzWebhook(f *testing.F) {
+	push := `{"ref":"refs/heads/main","after":"3f1c9a7e"}`
+	f.Add([]byte(push), githubSignature(push), "", "push", true)
+	f.Add([]byte(push), "", giteaSignature(push), "push", true)
+	f.Add([]byte(push), "sha256=00", "", "push", false)
+	f.Add([]byte(`{"ref":`), githubSignature(`{"ref":`), "", "", true)
+	f.Add([]byte(`{"zen":"x"}`), "", "", "ping", false)
+	f.Add([]byte(`null`), "sha256=", "zz", "PUSH", false)
+	f.Fuzz(func(t *testing.T, body []byte, github, gitea, event string, sign bool) {
+		h := http.Header{}
+		if sign {
+			// Sign correctly, in one header or both.
+			github, gitea = githubSignature(string(body)), ""
+			if len(body)%2 == 1 {
+				gitea = giteaSignature(string(body))
+			}
+		}
+		if github != "" {
+			h.Set(headerGitHubSignature, github)
+		}
+		if gitea != "" {
+			h.Set(headerGiteaSignature, gitea)
+		}
+		if event != "" {
+			h.Set(headerGitHubEvent, event)
+		}
+		err := verifyWebhook([]byte(testWebhookSecret), h, body)
+		var ae *apiError
+		switch {
+		case sign && err != nil:
+			t.Fatalf("a correctly signed delivery was refused: %v", err)
+		case err != nil && (!asAPIError(err, &ae) || ae.Code != http.StatusUnauthorized):
+			t.Fatalf("refusal %v, want a 401", err)
+		case err == nil && !sign:
+			want := giteaSignature(string(body))
+			if (github != "" && !strings.EqualFold(strings.TrimSpace(github), "sha256="+want)) ||
+				(gitea != "" && !strings.EqualFold(strings.TrimSpace(gitea), want)) || (github == "" && gitea == "") {
+				t.Fatalf("github %q gitea %q verified a body they do not sign", github, gitea)
+			}
+		}
+		_ = webhookEvent(h)
+		p, err := parsePush(body)
+		if err != nil {
+			if !asAPIError(err, &ae) || ae.Code != http.StatusBadRequest {
+				t.Fatalf("parse refusal %v, want a 400", err)
+			}
+			return
+		}
+		if p.Ref == "" || len(p.Ref) > maxRefLen {
+			t.Fatalf("parsed ref %q", p.Ref)
+		}
+	})
+}

@@ -150,3 +150,52 @@ func TestListsPerIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineRoutesIsolation: the engine's routes × every identity. Only a
+// SuperAdmin runs the engine or reads its state; the webhook answers by its
+// signature alone, the same to everyone; no refusal carries fleet data.
+func TestEngineRoutesIsolation(t *testing.T) {
+	env, f := newEngineEnv(t)
+	push := `{"ref":"refs/heads/main"}`
+	rows := []struct {
+		method, path string
+		header       []string
+		want         [6]int
+	}{
+		{http.MethodPost, reconcilePath, nil, [6]int{200, 403, 403, 403, 401, 401}},
+		{http.MethodPost, reconcilePath + "?dryRun=true", nil, [6]int{200, 403, 403, 403, 401, 401}},
+		{http.MethodGet, "/v1/deploy/gitops", nil, [6]int{200, 403, 403, 403, 401, 401}},
+		{http.MethodPost, webhookPath, []string{"X-Hub-Signature-256", "sha256=00"}, [6]int{401, 401, 401, 401, 401, 401}},
+	}
+	for i, id := range identities {
+		token := id.token(env, t)
+		for _, row := range rows {
+			r := env.do(t, row.method, row.path, token, nil, row.header...)
+			if r.code != row.want[i] {
+				t.Errorf("%s %s %s: got %d, want %d: %s", id.name, row.method, row.path, r.code, row.want[i], r.body)
+				continue
+			}
+			if r.code >= 400 {
+				errorMessage(t, r)
+				if strings.Contains(r.body, testEngineSource.Repo) || strings.Contains(r.body, testRevision) {
+					t.Errorf("%s %s %s: a refusal names the engine's source: %s", id.name, row.method, row.path, r.body)
+				}
+			}
+			for _, tenant := range forbiddenFor[id.name] {
+				for _, m := range markers[tenant] {
+					if strings.Contains(r.body, m) {
+						t.Errorf("%s %s %s: the body carries %q of %s", id.name, row.method, row.path, m, tenant)
+					}
+				}
+			}
+		}
+	}
+	// A signed delivery needs no principal.
+	if r := env.post(t, webhookPath, "", push, "X-Hub-Signature-256", githubSignature(push)); r.code != http.StatusAccepted {
+		t.Fatalf("a signed push without a principal: %d %s", r.code, r.body)
+	}
+	reconciles, triggers := f.calls()
+	if len(reconciles) != 2 || len(triggers) != 1 {
+		t.Fatalf("the engine ran %v and was triggered %v; want the SuperAdmin's two runs and the signed push", reconciles, triggers)
+	}
+}

@@ -51,6 +51,41 @@ type gitopsWire struct {
 	Installed    bool            `json:"installed"`
 	Reason       string          `json:"reason,omitempty"`
 	Applications []uiApplication `json:"applications"`
+	Engine       engineWire      `json:"engine"`
+}
+
+// engineWire is the engine's state as the dashboard reads it.
+type engineWire struct {
+	Enabled bool `json:"enabled"`
+	Source  struct {
+		Path string `json:"path"`
+		Ref  string `json:"ref"`
+		Repo string `json:"repo"`
+	} `json:"source"`
+	Revision string `json:"revision"`
+	Runs     int64  `json:"runs"`
+	LastRun  *struct {
+		ID         string `json:"id"`
+		Trigger    string `json:"trigger"`
+		StartedAt  string `json:"startedAt"`
+		FinishedAt string `json:"finishedAt"`
+		Declared   int    `json:"declared"`
+		Synced     int    `json:"synced"`
+		Failed     int    `json:"failed"`
+		Pruned     int    `json:"pruned"`
+		Error      string `json:"error,omitempty"`
+	} `json:"lastRun"`
+	NextRunAt *string `json:"nextRunAt"`
+}
+
+// decodeStrict decodes body into v with unknown fields disallowed.
+func decodeStrict(t *testing.T, body string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%T: %v\n%s", v, err, body)
+	}
 }
 
 type resourceWire struct {
