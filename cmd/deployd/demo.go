@@ -63,6 +63,8 @@ type demoOptions struct {
 	// sign-in's public URL (redirect URI, Origin check). Default: the
 	// listener's own http://host:port.
 	PublicURL string
+	// Engine stands in for the git → cluster engine (tests); nil: disabled.
+	Engine handlers.Engine
 }
 
 // demoServer is a demo ready to run: listener bound, fleet loaded, plane
@@ -109,7 +111,7 @@ func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
 		cluster.Options{Namespaces: pcfg.Namespaces, Log: o.Log})
 	d.plane = newPlane(ctx, planeConfig{
 		Log: o.Log, Projection: pcfg, Watcher: w, Feed: feed, ClusterName: "demo",
-		Auth: d.env.IdP.AuthConfig(d.URL), Logs: demoLogs{},
+		Auth: d.env.IdP.AuthConfig(d.URL), Logs: demoLogs{}, Engine: o.Engine,
 	})
 	o.Log.Warn("DEMO MODE: a simulated fleet and demo identities; nothing here is a real cluster or a real account")
 	return d, nil

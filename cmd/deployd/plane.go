@@ -33,6 +33,9 @@ type planeConfig struct {
 	// Releases configures the drift board's release source (none when
 	// no source is enabled).
 	Releases release.Config
+	// Engine is the git → cluster engine; nil when disabled.
+	Engine              handlers.Engine
+	EngineWebhookSecret []byte
 }
 
 // plane is the running read plane: watcher → feed → store → HTTP.
@@ -80,6 +83,9 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		ClusterName: cfg.ClusterName,
 		Version:     handlers.Version{Version: version, BuildDate: buildDate, GitCommit: commit},
 		Web:         web.Handler(),
+
+		Engine:              cfg.Engine,
+		EngineWebhookSecret: cfg.EngineWebhookSecret,
 	}
 	if rs != nil {
 		deps.Releases, deps.ReleaseChanges = rs.Release, rs.Changes

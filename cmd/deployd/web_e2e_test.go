@@ -42,17 +42,21 @@ type webDemo struct {
 	logs  *authtest.LogBuffer
 }
 
-func startWebDemo(t *testing.T) *webDemo {
+func startWebDemo(t *testing.T, options ...func(*demoOptions)) *webDemo {
 	t.Helper()
 	requireChromium(t)
 	proxy := listenCutProxy(t)
 	logs := &authtest.LogBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := startDemo(ctx, demoOptions{
+	o := demoOptions{
 		Listen: "127.0.0.1:0", Seed: webSeed, Apps: webApps, Pace: 0,
 		Log:       slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		PublicURL: proxy.URL(),
-	})
+	}
+	for _, opt := range options {
+		opt(&o)
+	}
+	d, err := startDemo(ctx, o)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

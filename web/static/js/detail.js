@@ -11,6 +11,7 @@ import {LogsPanel} from './logs.js';
 import {appKey} from './fleet.js';
 import {toast, confirmAction, errorBanner} from './ui.js';
 import {replaceQuery} from './router.js';
+import {isCommit, shortRev} from './engine.js';
 
 function code(text) {
   return h('code', null, text);
@@ -26,7 +27,21 @@ function runningTag(tree, name) {
   return '';
 }
 
+// declaredTag is the version the App declares: status.sync.revision, but
+// for an App the engine applied, whose sync revision is its git commit, the
+// App node's image tag.
+function declaredTag(app, root) {
+  const rev = ((app && app.status) || {}).sync ? app.status.sync.revision || '' : '';
+  if (!isCommit(rev)) return rev;
+  const info = ((root && root.info) || []).find((i) => i.name === 'Image Tag');
+  return info ? info.value : '';
+}
+
 export class DetailView {
+  rootNode() {
+    return ((this.tree && this.tree.nodes) || []).find((n) => n.kind === 'App' && n.name === this.name);
+  }
+
   constructor(root, fleet, ref, query, backURL) {
     this.root = root;
     this.fleet = fleet;
@@ -211,10 +226,11 @@ export class DetailView {
     const st = a.status || {};
     const health = (st.health && st.health.status) || 'Unknown';
     const sync = (st.sync && st.sync.status) || 'Unknown';
-    const declared = (st.sync && st.sync.revision) || '';
     const running = runningTag(this.tree, this.name);
     // The application's message, else its App's own (e.g. "Running: 2/2 ready").
     const root = ((this.tree && this.tree.nodes) || []).find((n) => n.kind === 'App' && n.name === this.name);
+    const gitRevision = st.sync && isCommit(st.sync.revision) ? st.sync.revision : '';
+    const declared = declaredTag(a, root);
     const healthMessage = (st.health && st.health.message) || (root && root.health && root.health.message) || '';
     const src = (a.spec && a.spec.source) || {};
     replace(this.metaEl,
@@ -240,7 +256,8 @@ export class DetailView {
         h('p', {class: 'stat-msg source'},
           src.repoURL ? h('span', {class: 'source-repo', title: src.repoURL}, src.repoURL.replace(/^https?:\/\//, '')) : '—',
           src.path ? h('span', {class: 'source-path', title: src.path}, src.path) : null,
-          src.targetRevision ? h('span', null, '@ ', code(src.targetRevision)) : null)));
+          src.targetRevision ? h('span', null, '@ ', code(src.targetRevision)) : null,
+          gitRevision ? h('span', null, 'commit ', h('code', {id: 'app-git-revision', title: gitRevision}, shortRev(gitRevision))) : null)));
   }
 
   renderActions() {
@@ -300,7 +317,7 @@ export class DetailView {
   }
 
   async rollback(entry) {
-    const declared = ((this.app.status || {}).sync || {}).revision || '';
+    const declared = declaredTag(this.app, this.rootNode());
     const ok = await confirmAction({
       title: `Roll back ${this.name} to ${entry.revision}?`,
       body: [h('p', null, code(`${this.ns}/${this.name}`), ' will declare ', code(entry.revision),
@@ -320,7 +337,7 @@ export class DetailView {
   renderHistory() {
     if (!this.app) return;
     const st = this.app.status || {};
-    const declared = (st.sync && st.sync.revision) || '';
+    const declared = declaredTag(this.app, this.rootNode());
     // Newest deployment first: by id (the Deployment's revision, which a
     // rollback bumps), entries without one (id 0) by time.
     const history = (st.history || []).map((e, i) => ({e, i})).sort((x, y) => {

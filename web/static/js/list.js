@@ -4,6 +4,7 @@
 import {h, icon, replace} from './dom.js';
 import {HEALTH, SYNC, healthBadge, syncBadge, healthIcon, syncIcon, tone} from './status.js';
 import {appURL, replaceQuery} from './router.js';
+import {isCommit, shortRev} from './engine.js';
 
 const PAGE_SIZE = 100;
 const FILTER_KEYS = ['q', 'env', 'org', 'project', 'health', 'sync'];
@@ -86,6 +87,7 @@ export class ListView {
     replace(this.root, h('section', {class: 'view list-view', 'aria-labelledby': 'list-title'},
       h('div', {class: 'page-head'},
         h('div', null, h('h1', {id: 'list-title', tabindex: '-1'}, 'Applications'), this.summary)),
+      h('div', {id: 'engine-slot'}),
       h('form', {class: 'filters', role: 'search', 'aria-label': 'Filter applications', onsubmit: (e) => e.preventDefault()},
         h('div', {class: 'field field-search'},
           h('label', {for: 'f-q'}, 'Name'),
@@ -224,7 +226,7 @@ export class ListView {
       h('td', {class: 'c-health'}, healthBadge(r.health),
         r.healthMessage && r.health !== 'Healthy' ? h('span', {class: 'msg', title: r.healthMessage}, r.healthMessage) : null),
       h('td', {class: 'c-sync'}, syncBadge(r.sync), op),
-      h('td', {class: 'c-rev'}, r.revision ? h('code', null, r.revision) : h('span', {class: 'muted'}, '—')),
+      h('td', {class: 'c-rev'}, r.revision ? h('code', {title: isCommit(r.revision) ? 'git commit ' + r.revision : null}, shortRev(r.revision)) : h('span', {class: 'muted'}, '—')),
       h('td', null, r.env || h('span', {class: 'muted'}, '—')),
       h('td', null, r.org || h('span', {class: 'muted'}, '—')),
       h('td', null, r.project));

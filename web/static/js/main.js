@@ -8,11 +8,14 @@ import {DetailView} from './detail.js';
 import {BoardView} from './board.js';
 import {current, onRoute, followLink, listLocation} from './router.js';
 import {errorBanner} from './ui.js';
+import {EnginePanel} from './engine.js';
 
 const main = document.getElementById('main');
 const account = document.getElementById('account');
 
 let fleet = null;
+let me = null;         // the signed-in user
+let engine = null;     // the engine's panel on the list (SuperAdmins)
 let view = null;       // the mounted view
 let viewKind = '';     // 'list' or the app key
 let routed = false;    // a view was shown before (focus moves on later ones)
@@ -56,10 +59,13 @@ async function logout() {
   unmount();
   if (fleet) fleet.close();
   fleet = null;
+  me = null;
   renderSignedOut(ans && ans.loginUrl, true);
 }
 
 function unmount() {
+  if (engine) engine.destroy();
+  engine = null;
   if (view && view.destroy) view.destroy();
   view = null;
   viewKind = '';
@@ -88,6 +94,8 @@ function route() {
     unmount();
     view = new ListView(main, fleet, r.list);
     viewKind = 'list';
+    const slot = document.getElementById('engine-slot');
+    if (me && me.superAdmin && slot) engine = new EnginePanel(slot);
   }
   if (routed) {
     const title = document.getElementById('list-title') || document.getElementById('app-title') || document.getElementById('board-title');
@@ -102,6 +110,7 @@ function blank() {
   unmount();
   if (fleet) fleet.close();
   fleet = null;
+  me = null;
   account.replaceChildren();
   document.title = 'deployd';
   replace(main, h('p', {class: 'boot'}, 'Loading…'));
@@ -122,18 +131,19 @@ window.addEventListener('pageshow', (ev) => {
 
 // start asks who is signed in and shows the fleet, or the sign-in page.
 async function start() {
-  let me;
+  let who;
   try {
-    me = await api('/v1/deploy/session/userinfo');
+    who = await api('/v1/deploy/session/userinfo');
   } catch (err) {
     replace(main, errorBanner('deployd cannot tell who you are.', err));
     return;
   }
   if (fleet) return; // started meanwhile
-  if (!me || !me.loggedIn) {
-    renderSignedOut(me && me.loginUrl);
+  if (!who || !who.loggedIn) {
+    renderSignedOut(who && who.loginUrl);
     return;
   }
+  me = who;
   renderAccount(me);
   const f = new Fleet();
   fleet = f;

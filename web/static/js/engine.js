@@ -1,0 +1,168 @@
+// The GitOps engine's panel, for SuperAdmins: its state (from
+// GET /v1/deploy/gitops) and a "Reconcile" button that first runs a dry run
+// and shows what would change, then reconciles once confirmed.
+import {h, icon, replace, timeEl} from './dom.js';
+import {api, ApiError} from './api.js';
+import {toast, confirmAction} from './ui.js';
+
+// The panel refreshes its state this often, to show interval and webhook
+// runs as they finish.
+const REFRESH_MS = 30000;
+
+/** isCommit tells a git commit SHA from an image tag. */
+export function isCommit(rev) {
+  return /^([0-9a-f]{40}|[0-9a-f]{64})$/.test(rev || '');
+}
+
+/** shortRev is a commit's first seven hex digits; other revisions as they are. */
+export function shortRev(rev) {
+  return isCommit(rev) ? rev.slice(0, 7) : rev;
+}
+
+function code(text, attrs) {
+  return h('code', attrs || null, text);
+}
+
+function commit(rev, id) {
+  if (!rev) return h('span', {class: 'muted', id}, 'none yet');
+  return h('code', {id, title: rev, dataset: {revision: rev}}, shortRev(rev));
+}
+
+// A result changes something unless the engine found it unchanged.
+function changes(r) {
+  return !(r.status === 'Synced' && r.message.replace(/^dry run:\s*/, '') === 'unchanged');
+}
+
+function counts(rep) {
+  return `${rep.declared} declared · ${rep.synced} synced · ${rep.failed} failed · ${rep.pruned} pruned`;
+}
+
+function resultsTable(results, id) {
+  return h('div', {class: 'table-scroll engine-results'},
+    h('table', {class: 'results', id},
+      h('thead', null, h('tr', null,
+        h('th', {scope: 'col'}, 'Resource'), h('th', {scope: 'col'}, 'Status'), h('th', {scope: 'col'}, 'Message'))),
+      h('tbody', null, results.map((r) => h('tr', {dataset: {resource: r.resource, status: r.status}},
+        h('td', null, code(r.resource)),
+        h('td', null, h('span', {class: 'result result-' + r.status.toLowerCase()}, r.status)),
+        h('td', {class: 'msg'}, r.message))))));
+}
+
+export class EnginePanel {
+  constructor(root) {
+    this.root = root;
+    this.busy = false;
+    this.report = null;    // the last report this page asked for
+    this.destroyed = false;
+    this.el = h('section', {class: 'card engine', id: 'engine-panel', 'aria-labelledby': 'engine-title'});
+    replace(root, this.el);
+    this.refresh();
+    this.timer = setInterval(() => this.refresh(), REFRESH_MS);
+  }
+
+  destroy() {
+    this.destroyed = true;
+    clearInterval(this.timer);
+  }
+
+  async refresh() {
+    try {
+      const ans = await api('/v1/deploy/gitops');
+      if (this.destroyed) return;
+      this.status = (ans && ans.engine) || {enabled: false, source: {}};
+      this.error = null;
+    } catch (err) {
+      if (this.destroyed) return;
+      this.error = err;
+    }
+    this.render();
+  }
+
+  render() {
+    const st = this.status || {enabled: false, source: {}};
+    const src = st.source || {};
+    const run = st.lastRun;
+    const title = h('h2', {id: 'engine-title', class: 'engine-title'}, 'GitOps engine');
+    if (this.error) {
+      replace(this.el, h('div', {class: 'engine-head'}, title),
+        h('p', {class: 'stat-msg error-text'}, 'The engine\'s state could not be read: ' + this.error.message));
+      return;
+    }
+    this.el.dataset.enabled = String(!!st.enabled);
+    const state = st.enabled
+      ? h('span', {class: 'badge tone-healthy', id: 'engine-state'}, icon('check'), h('span', {class: 'badge-text'}, 'Enabled'))
+      : h('span', {class: 'badge tone-none', id: 'engine-state'}, icon('pause'), h('span', {class: 'badge-text'}, 'Disabled'));
+    const button = st.enabled ? h('button', {
+      type: 'button', class: 'btn btn-primary', id: 'engine-reconcile', disabled: this.busy,
+      'aria-busy': this.busy ? 'true' : null, onclick: () => this.reconcile(),
+    }, icon('sync', this.busy ? 'spin' : ''), this.busy ? 'Reconciling…' : 'Reconcile') : null;
+    replace(this.el,
+      h('div', {class: 'engine-head'}, title, state, h('span', {class: 'engine-actions'}, button)),
+      h('dl', {class: 'engine-facts'},
+        h('div', null, h('dt', null, 'Source'), h('dd', {id: 'engine-source'},
+          src.repo ? [code(src.repo.replace(/^https?:\/\//, ''), {title: src.repo}), src.path ? [' ', code(src.path)] : null,
+            src.ref ? [' @ ', code(src.ref)] : null] : h('span', {class: 'muted'}, 'not configured'))),
+        h('div', null, h('dt', null, 'Revision'), h('dd', null, commit(st.revision, 'engine-revision'))),
+        h('div', null, h('dt', null, 'Last run'), h('dd', {id: 'engine-last-run'}, run
+          ? [code(run.id), ' · ', run.trigger, ' · ', timeEl(run.finishedAt), ' · ',
+            run.error ? h('span', {class: 'error-text'}, run.error) : counts(run)]
+          : h('span', {class: 'muted'}, st.enabled ? 'none yet' : '—'))),
+        h('div', null, h('dt', null, 'Next run'), h('dd', {id: 'engine-next-run'},
+          st.nextRunAt ? timeEl(st.nextRunAt) : h('span', {class: 'muted'}, st.enabled ? 'on demand' : '—')))),
+      st.enabled ? null : h('p', {class: 'stat-msg'}, 'Set DEPLOY_ENGINE_ENABLED=true to reconcile the fleet from git.'),
+      this.report ? this.renderReport(this.report) : null);
+  }
+
+  renderReport(rep) {
+    const failed = rep.results.filter((r) => r.status === 'SyncFailed' || r.status === 'PruneSkipped');
+    return h('div', {class: 'engine-report', id: 'engine-report', dataset: {revision: rep.revision}},
+      h('p', {class: 'stat-msg'}, 'Last reconcile from this page: revision ', commit(rep.revision), ' · ', counts(rep)),
+      failed.length ? resultsTable(failed, 'engine-failures') : null);
+  }
+
+  setBusy(busy) {
+    this.busy = busy;
+    if (!this.destroyed) this.render();
+  }
+
+  async reconcile() {
+    if (this.busy) return;
+    this.setBusy(true);
+    let preview;
+    try {
+      preview = await api('/v1/deploy/reconcile?dryRun=true', {method: 'POST'});
+    } catch (err) {
+      this.setBusy(false);
+      if (!(err instanceof ApiError && err.status === 401)) toast('The dry run failed: ' + err.message, 'error');
+      return;
+    }
+    const changed = preview.results.filter(changes);
+    const unchanged = preview.results.length - changed.length;
+    const ok = await confirmAction({
+      title: `Reconcile revision ${shortRev(preview.revision)}?`,
+      body: [
+        h('p', {id: 'engine-preview-summary'}, 'A dry run of ', code(`${preview.source.repo} ${preview.source.path} @ ${preview.source.ref}`),
+          ' at ', commit(preview.revision), ': ',
+          changed.length ? `${changed.length} of ${preview.results.length} resources would change` : 'nothing would change',
+          unchanged ? ` (${unchanged} unchanged)` : '', '.'),
+        changed.length ? resultsTable(changed, 'engine-preview') : null,
+        preview.failed ? h('p', {class: 'banner banner-warn'},
+          `${preview.failed} ${preview.failed === 1 ? 'resource' : 'resources'} would fail; the others still apply.`) : null,
+      ],
+      confirm: 'Reconcile now',
+    });
+    if (!ok) {
+      this.setBusy(false);
+      return;
+    }
+    try {
+      const rep = await api('/v1/deploy/reconcile', {method: 'POST'});
+      this.report = rep;
+      toast(`Reconciled revision ${shortRev(rep.revision)}: ${counts(rep)}.`, rep.failed ? 'error' : 'success');
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 401)) toast('The reconcile failed: ' + err.message, 'error');
+    }
+    this.setBusy(false);
+    this.refresh();
+  }
+}
