@@ -28,6 +28,9 @@ func Summary(snap *projection.Snapshot) []string {
 		}
 		sort.Strings(hist)
 		line += " history=" + strings.Join(hist, ",")
+		if m := a.Engine; m != nil {
+			line += fmt.Sprintf(" engine=%s@%s run=%s applied=%d", m.Instance, m.Revision, m.Run, m.AppliedAt)
+		}
 		for i, n := range a.Tree {
 			parent := "-"
 			if p := a.Parent(i); p != nil {
