@@ -1,11 +1,13 @@
 package handlers
 
 import (
+	"bufio"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -421,4 +423,62 @@ func hasAuditLine(logs, route string) bool {
 		}
 	}
 	return false
+}
+
+// TestStreamManagedApp: the stream shows a managed App's git revision and
+// the run that last applied it, and a new run's marks as a MODIFIED.
+func TestStreamManagedApp(t *testing.T) {
+	env := newServerEnv(t)
+	hub := withHub(t, env)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.URL+"/v1/deploy/stream/applications?name=gateway", nil)
+	req.Header.Set("Authorization", "Bearer "+env.token(t, userRoot, time.Hour))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	next := func() string {
+		t.Helper()
+		for sc.Scan() {
+			if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+				return strings.TrimPrefix(line, "data: ")
+			}
+		}
+		t.Fatalf("the stream ended: %v", sc.Err())
+		return ""
+	}
+	added := next()
+	if !strings.HasPrefix(added, `{"result":{"type":"ADDED"`) || !strings.Contains(added, `"sync":{"status":"Synced","revision":"`+testRevision+`"}`) ||
+		!strings.Contains(added, `"message":"engine run 20261120T135955Z-42 applied revision `+testRevision+`"`) {
+		t.Fatalf("ADDED: %s", added)
+	}
+	// The engine's next run changes the App's desired state.
+	gw := env.live.objs[liveKey(projection.KindApp, "hanzo", "gateway")]
+	md := maps.Clone(gw["metadata"].(map[string]any))
+	md["resourceVersion"] = "2011"
+	md["annotations"] = map[string]any{
+		projection.AnnotationEngineRevision:  "fedcba9876543210fedcba9876543210fedcba98",
+		projection.AnnotationEngineRun:       "20261130T120000Z-43",
+		projection.AnnotationEngineAppliedAt: "2026-11-30T12:00:01Z",
+	}
+	changed := maps.Clone(gw)
+	changed["metadata"] = md
+	o, err := projection.Decode(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas, err := env.store.Apply(projection.Change{Op: projection.Upsert, Object: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.Publish(deltas)
+	modified := next()
+	if !strings.HasPrefix(modified, `{"result":{"type":"MODIFIED"`) || !strings.Contains(modified, `"revision":"fedcba9876543210fedcba9876543210fedcba98"}`) ||
+		!strings.Contains(modified, `"message":"engine run 20261130T120000Z-43 applied revision fedcba9876543210fedcba9876543210fedcba98"`) {
+		t.Fatalf("MODIFIED: %s", modified)
+	}
 }
