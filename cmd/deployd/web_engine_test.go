@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -121,6 +126,24 @@ func TestWebEngine(t *testing.T) {
 	if got := eng.called(); !slices.Equal(got, []string{"dry", "run", "dry"}) {
 		t.Fatalf("after a cancel the engine ran %v, want one more dry run and nothing else", got)
 	}
+
+	// An App the engine applied: its row shows the commit, its page the
+	// commit beside the declared tag, which stays the tag.
+	app := steadyAcmeApp(t)
+	key := app.Namespace + "/" + app.Name
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"universe"},"annotations":{%q:%q,%q:"20261130T120000Z-1",%q:"2026-11-30T12:00:01Z"}}}`,
+		projection.LabelEngineInstance, projection.AnnotationEngineRevision, pageRevision, projection.AnnotationEngineRun, projection.AnnotationEngineAppliedAt)
+	if _, err := w.d.env.Cluster.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(app.Namespace).
+		Patch(t.Context(), app.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the commit on the row", fmt.Sprintf(`(c => !!c && c.textContent === %s && c.title.includes(%s))(document.querySelector(%s))`,
+		js(pageRevision[:7]), js(pageRevision), js(rowSel(key)+" .c-rev code")), 20*time.Second)
+	b.click("open "+key, rowSel(key)+" a.app-link")
+	b.waitFor("the app page with its commit", fmt.Sprintf(`document.querySelector('#app-git-revision')?.textContent === %s && document.querySelector('#app-declared')?.textContent === %s && document.querySelector('#history tr.is-current')?.dataset.revision === %s`,
+		js(pageRevision[:7]), js(app.Tag), js(app.Tag)), 20*time.Second)
+	b.do("back to the list", chromedp.Navigate(w.base+"/"))
+	b.waitFor("the engine's panel again", `!!document.querySelector('#engine-reconcile')`, 20*time.Second)
 
 	// A member: no panel, no button, and no request for the engine's state.
 	b.click("log out", "#logout")
