@@ -115,9 +115,10 @@ type Config struct {
 	Source     SourceDisplay
 	// ClusterServer is every application's destination server.
 	ClusterServer string
-	// Engine is the engine's source when the engine is enabled: an App it
-	// applied (one carrying its instance label and revision annotation)
-	// shows it as spec.source. Nil when disabled; read-only once set.
+	// Engine is the engine's configured source: an App it applied (one
+	// carrying its instance label and revision annotation) shows it as
+	// spec.source, and GET /v1/deploy/gitops names it while the engine is
+	// disabled. Nil when none is configured; read-only once set.
 	Engine *EngineSource
 	// EngineInstance is the configured engine's instance; an App marked by
 	// another instance keeps the display source. Empty matches any.
