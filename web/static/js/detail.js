@@ -196,6 +196,8 @@ export class DetailView {
     if (this.app) {
       this.renderHead();
       this.renderActions();
+      // An App the engine applied declares the tag its tree node carries.
+      if (isCommit(((this.app.status || {}).sync || {}).revision)) this.renderHistory();
     }
     if (this.logs) this.logs.podsChanged(nodes.filter((n) => n.kind === 'Pod').map((n) => n.name));
     if (this.selected) {
