@@ -25,7 +25,9 @@ type paasSummary struct {
 var (
 	paasEnvs   = []string{"main", "test", "dev"}
 	paasHealth = []string{"green", "yellow", "red", "unknown"}
-	paasDrift  = []string{"ok", "yellow", "red"}
+	// paasDrift: a severity, or 1/true for every row that drifts (yellow
+	// or red) and 0/false for every row that does not.
+	paasDrift = []string{"ok", "yellow", "red", "1", "true", "0", "false"}
 )
 
 // oneOf reads an optional enumerated parameter.
@@ -94,6 +96,12 @@ func parsePaaSFilter(q map[string][]string) (f paasFilter, err error) {
 	if f.drift, err = oneOf(q, "drift", paasDrift); err != nil {
 		return
 	}
+	switch f.drift {
+	case "1", "true":
+		f.drift = driftAny
+	case "0", "false":
+		f.drift = string(projection.SeverityOK)
+	}
 	f.org, err = optionalName(q, "org")
 	return
 }
@@ -106,7 +114,20 @@ func (f paasFilter) match(v *projection.AppView) bool {
 		h = "unknown"
 	}
 	return (f.env == "" || v.Env == f.env) && (f.health == "" || h == f.health) &&
-		(f.org == "" || v.Org == f.org) && (f.drift == "" || string(v.Drift.Severity) == f.drift)
+		(f.org == "" || v.Org == f.org) && f.matchDrift(v.Drift.Severity)
+}
+
+// driftAny is the drift filter of drift=1: yellow or red.
+const driftAny = "any"
+
+func (f paasFilter) matchDrift(s projection.DriftSeverity) bool {
+	switch f.drift {
+	case "":
+		return true
+	case driftAny:
+		return s != projection.SeverityOK
+	}
+	return string(s) == f.drift
 }
 
 // paasVersion is the version of the board's answers: the snapshot's

@@ -237,3 +237,53 @@ func TestBrowserBounceOnRead(t *testing.T) {
 		t.Fatalf("fetch: %d", r.code)
 	}
 }
+
+// TestPaaSDriftFilter: drift=<severity> keeps that severity's rows, drift=1
+// (or true) every row that drifts, drift=0 (or false) every row that does
+// not; together they are the whole board.
+func TestPaaSDriftFilter(t *testing.T) {
+	env := newServerEnv(t)
+	root := env.token(t, userRoot, time.Hour)
+	board := func(q string) []projection.AppView {
+		t.Helper()
+		r := env.get(t, "/v1/paas/apps"+q, root)
+		if r.code != http.StatusOK {
+			t.Fatalf("GET /v1/paas/apps%s: %d %s", q, r.code, r.body)
+		}
+		var l paasList
+		if err := json.Unmarshal([]byte(r.body), &l); err != nil {
+			t.Fatal(err)
+		}
+		return l.Apps
+	}
+	all := board("")
+	for _, tc := range []struct {
+		q    string
+		keep func(projection.DriftSeverity) bool
+	}{
+		{"?drift=1", func(s projection.DriftSeverity) bool { return s != projection.SeverityOK }},
+		{"?drift=true", func(s projection.DriftSeverity) bool { return s != projection.SeverityOK }},
+		{"?drift=0", func(s projection.DriftSeverity) bool { return s == projection.SeverityOK }},
+		{"?drift=false", func(s projection.DriftSeverity) bool { return s == projection.SeverityOK }},
+		{"?drift=red", func(s projection.DriftSeverity) bool { return s == projection.SeverityRed }},
+	} {
+		got := board(tc.q)
+		want := 0
+		for _, v := range all {
+			if tc.keep(v.Drift.Severity) {
+				want++
+			}
+		}
+		if want == 0 || want == len(all) {
+			t.Fatalf("%s: the fixture must have rows on both sides (%d of %d)", tc.q, want, len(all))
+		}
+		if len(got) != want {
+			t.Errorf("%s: got %d rows, want %d", tc.q, len(got), want)
+		}
+		for _, v := range got {
+			if !tc.keep(v.Drift.Severity) {
+				t.Errorf("%s: row %s has severity %s", tc.q, v.ID, v.Drift.Severity)
+			}
+		}
+	}
+}
