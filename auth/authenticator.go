@@ -34,6 +34,9 @@ type Authenticator struct {
 
 	verified *expirable.LRU[[32]byte, cachedPrincipal]
 	consumed *consumedFlows
+	// cacheHits and cacheMisses count Verify's answers from and past the
+	// cache.
+	cacheHits, cacheMisses atomic.Uint64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

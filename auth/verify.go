@@ -40,10 +40,12 @@ func (a *Authenticator) Verify(ctx context.Context, raw string) (*Principal, err
 	now := a.now()
 	if c, ok := a.verified.Get(key); ok {
 		if now.Before(c.until) {
+			a.cacheHits.Add(1)
 			return c.p.clone(), nil
 		}
 		a.verified.Remove(key)
 	}
+	a.cacheMisses.Add(1)
 	p, _, err := a.verifyToken(ctx, prov, raw, now)
 	if err != nil {
 		return nil, err
@@ -106,4 +108,16 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// CacheStats are the verified-token cache's counters since start: a hit is
+// a token answered from the cache, a miss one verified against the
+// issuer's keys.
+type CacheStats struct {
+	Hits, Misses uint64
+}
+
+// CacheStats returns the token cache's counters. Safe for concurrent use.
+func (a *Authenticator) CacheStats() CacheStats {
+	return CacheStats{Hits: a.cacheHits.Load(), Misses: a.cacheMisses.Load()}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hanzoai/deploy/projection"
 )
@@ -16,10 +17,20 @@ import (
 type Feed struct {
 	// MaxBatch bounds how many changes one Apply folds.
 	MaxBatch int
+	// OnBatch, when set before Run, is called by the writer after each
+	// batch is folded and published (for metrics). It must not block.
+	OnBatch func(Batch)
 
 	mu    sync.Mutex
 	queue []projection.Change
+	// since is when the change at the head of the queue was queued, as
+	// near as the feed knows: the time the queue last went from empty to
+	// not empty, or the last take that left changes behind.
+	since time.Time
 	wake  chan struct{}
+
+	// byKind counts changes ever queued, by kind.
+	byKind [32]atomic.Uint64
 
 	// pushed and applied count changes ever queued and ever folded (and
 	// published): the projection holds everything pushed up to a moment
@@ -34,7 +45,13 @@ func NewFeed() *Feed {
 
 // Push queues one change. Safe for concurrent use; never blocks.
 func (f *Feed) Push(c projection.Change) {
+	if c.Object != nil && int(c.Object.Kind) < len(f.byKind) {
+		f.byKind[c.Object.Kind].Add(1)
+	}
 	f.mu.Lock()
+	if len(f.queue) == 0 {
+		f.since = time.Now()
+	}
 	f.queue = append(f.queue, c)
 	f.pushed.Add(1)
 	f.mu.Unlock()
@@ -51,6 +68,27 @@ func (f *Feed) Pushed() uint64 { return f.pushed.Load() }
 // published.
 func (f *Feed) Applied() uint64 { return f.applied.Load() }
 
+// Changes returns the number of changes ever queued of kind k.
+func (f *Feed) Changes(k projection.Kind) uint64 {
+	if int(k) >= len(f.byKind) {
+		return 0
+	}
+	return f.byKind[k].Load()
+}
+
+// Batch describes one batch the writer folded.
+type Batch struct {
+	// Size is the number of changes folded.
+	Size int
+	// Fold is how long Apply and publish took.
+	Fold time.Duration
+	// Wait is how long the batch's oldest change waited between the
+	// informer's notification and the end of its fold (the queue's time
+	// is kept per burst, so it is exact for a change that found the queue
+	// empty and a lower bound otherwise).
+	Wait time.Duration
+}
+
 // Len is the number of changes waiting.
 func (f *Feed) Len() int {
 	f.mu.Lock()
@@ -58,18 +96,22 @@ func (f *Feed) Len() int {
 	return len(f.queue)
 }
 
-// take removes up to MaxBatch changes from the head of the queue.
-func (f *Feed) take(buf []projection.Change) []projection.Change {
+// take removes up to MaxBatch changes from the head of the queue, and
+// says when the first of them was queued.
+func (f *Feed) take(buf []projection.Change) ([]projection.Change, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	since := f.since
 	n := min(len(f.queue), max(f.MaxBatch, 1))
 	buf = append(buf[:0], f.queue[:n]...)
 	clear(f.queue[:n])
 	f.queue = f.queue[n:]
 	if len(f.queue) == 0 {
 		f.queue = nil // let the backing array go after a burst
+	} else {
+		f.since = time.Now()
 	}
-	return buf
+	return buf, since
 }
 
 // Run is the single writer: it applies queued changes to store and hands
@@ -84,10 +126,12 @@ func (f *Feed) Run(ctx context.Context, store *projection.Store, publish func([]
 		case <-f.wake:
 		}
 		for {
-			buf = f.take(buf)
+			var since time.Time
+			buf, since = f.take(buf)
 			if len(buf) == 0 {
 				break
 			}
+			start := time.Now()
 			deltas, err := store.Apply(buf...)
 			if err != nil {
 				log.Debug("changes refused by the projection", "err", err)
@@ -97,6 +141,10 @@ func (f *Feed) Run(ctx context.Context, store *projection.Store, publish func([]
 				publish(deltas)
 			}
 			f.applied.Add(uint64(len(buf)))
+			if f.OnBatch != nil {
+				end := time.Now()
+				f.OnBatch(Batch{Size: len(buf), Fold: end.Sub(start), Wait: end.Sub(since)})
+			}
 			if ctx.Err() != nil {
 				return
 			}

@@ -39,7 +39,7 @@ func TestHandlerChanges(t *testing.T) {
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "kube-system/c"})
 	h.OnDelete(pod("hanzo", "a"))
 
-	got := feed.take(nil)
+	got, _ := feed.take(nil)
 	want := []struct {
 		op       projection.Op
 		ns, name string
@@ -51,6 +51,9 @@ func TestHandlerChanges(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d changes, want %d: %+v", len(got), len(want), got)
+	}
+	if n := feed.Changes(projection.KindPod); n != uint64(len(want)) {
+		t.Errorf("got %d Pod changes counted, want %d", n, len(want))
 	}
 	for i, c := range got {
 		if c.Op != want[i].op || c.Object.Kind != projection.KindPod || c.Object.Namespace != want[i].ns || c.Object.Name != want[i].name {

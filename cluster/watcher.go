@@ -10,10 +10,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -29,7 +29,10 @@ type Options struct {
 	// Discovery is how often optional kinds are looked for (and the App CRD
 	// while it is missing). Default 10s.
 	Discovery time.Duration
-	Log       *slog.Logger
+	// Progress is how often the initial sync's progress is logged until
+	// it is ready. Default 5s.
+	Progress time.Duration
+	Log      *slog.Logger
 }
 
 // Watcher runs one informer per registry kind the API server serves,
@@ -57,6 +60,9 @@ type Watcher struct {
 	// synced (marked); caughtUp, once the writer has applied that much.
 	syncMark         uint64
 	marked, caughtUp bool
+
+	// counts are the informers' lists and watches, by kind.
+	counts [32]listCounts
 }
 
 type kindInformer struct {
@@ -74,6 +80,9 @@ type kindInformer struct {
 func NewWatcher(cfg *rest.Config, reason string, feed *Feed, opts Options) (*Watcher, error) {
 	if opts.Discovery <= 0 {
 		opts.Discovery = 10 * time.Second
+	}
+	if opts.Progress <= 0 {
+		opts.Progress = 5 * time.Second
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -132,8 +141,10 @@ func (w *Watcher) Dynamic() dynamic.Interface { return w.dyn }
 
 // Run discovers the served kinds, runs an informer for each, and keeps
 // looking for optional kinds (and stops the informer of a kind whose CRD was
-// removed, deleting its objects from the fold). It returns when ctx ends,
-// after every informer stopped.
+// removed, deleting its objects from the fold). Until the projection is
+// ready it logs the initial sync's progress every Options.Progress, then
+// one ready line. It returns when ctx ends, after every informer and the
+// progress reporter stopped.
 func (w *Watcher) Run(ctx context.Context) {
 	if w.dyn == nil {
 		<-ctx.Done()
@@ -143,6 +154,12 @@ func (w *Watcher) Run(ctx context.Context) {
 	w.running = true
 	w.mu.Unlock()
 	defer w.stopAll()
+	reported := make(chan struct{})
+	defer func() { <-reported }()
+	go func() {
+		defer close(reported)
+		w.reportProgress(ctx, time.Now(), w.opts.Progress)
+	}()
 	tick := time.NewTicker(w.opts.Discovery)
 	defer tick.Stop()
 	for {
@@ -228,12 +245,22 @@ func (w *Watcher) startKind(ctx context.Context, k projection.Kind) {
 	var inf cache.SharedIndexInformer
 	if w.typed != nil {
 		if lw, example := builtinSource(w.typed, w.meta, k); lw != nil {
-			inf = cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
+			inf = cache.NewSharedIndexInformer(w.counted(k, lw), example, 0, cache.Indexers{})
 		}
 	}
 	if inf == nil {
-		inf = dynamicinformer.NewFilteredDynamicInformer(w.dyn, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+		// As dynamicinformer builds it, with the lists and watches counted.
+		res := w.dyn.Resource(gvr).Namespace(metav1.NamespaceAll)
+		lw := w.counted(k, &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return res.List(ctx, o)
+			},
+			WatchFuncWithContext: res.Watch,
+		})
+		inf = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, w.dyn),
+			&unstructured.Unstructured{}, cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
 	}
+	w.counts[k].starts.Add(1)
 	undecoded := func(obj metav1.Object, err error) {
 		w.opts.Log.Debug("object not decoded", "kind", k.String(), "namespace", obj.GetNamespace(), "name", obj.GetName(), "err", err)
 	}
@@ -356,7 +383,15 @@ type Status struct {
 	Synced bool
 	// Reason says why the watcher is not ready, "" when it is.
 	Reason string
-	Kinds  []KindStatus
+	// Progress is the initial sync's progress in words while it runs
+	// ("syncing: 12 of 17 kinds listed, 48211 objects folded"), "" once
+	// ready or while something else stops it.
+	Progress string
+	// KindsListed of KindsServed have listed; Folded changes have been
+	// folded by the writer.
+	KindsListed, KindsServed int
+	Folded                   uint64
+	Kinds                    []KindStatus
 }
 
 // Ready reports whether the projection reflects the cluster.
@@ -403,6 +438,8 @@ func (w *Watcher) Status() Status {
 		}
 	}
 	sort.Slice(st.Kinds, func(i, j int) bool { return st.Kinds[i].Kind < st.Kinds[j].Kind })
+	st.KindsListed, st.KindsServed, st.Folded = w.syncProgress()
+	syncing := progressText(st.KindsListed, st.KindsServed, st.Folded)
 	switch {
 	case !w.running:
 		st.Reason = "the watch has not started"
@@ -412,8 +449,10 @@ func (w *Watcher) Status() Status {
 		st.Reason = "the App CRD (apps.hanzo.ai) is not installed"
 	case behind > 0:
 		st.Reason = fmt.Sprintf("folding the initial lists (%d objects to go)", behind)
+		st.Progress = syncing
 	case !st.Synced:
 		st.Reason = "the caches are not yet synced"
+		st.Progress = syncing
 		for _, ks := range st.Kinds {
 			if ks.Served && !ks.Synced && ks.Error != "" {
 				st.Reason = "listing " + ks.Kind + " failed; retrying"

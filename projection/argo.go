@@ -190,7 +190,7 @@ func (a *App) Application() Application {
 		},
 		Spec: ApplicationSpec{
 			Source:      a.source(cfg),
-			Destination: ApplicationDestination{Server: cfg.ClusterServer, Namespace: a.Namespace},
+			Destination: a.Destination(),
 			Project:     a.Project,
 		},
 		Status: ApplicationStatus{
@@ -201,12 +201,6 @@ func (a *App) Application() Application {
 	}
 	if a.Revision != 0 {
 		app.Metadata.ResourceVersion = strconv.FormatUint(a.Revision, 10)
-	}
-	if a.Source != nil {
-		app.Spec.Destination = ApplicationDestination{Server: a.Source.DestServer, Namespace: a.Source.DestNamespace}
-		if app.Spec.Destination.Server == "" {
-			app.Spec.Destination.Server = cfg.ClusterServer
-		}
 	}
 	app.Status.History = make([]RevisionHistory, 0, len(a.History))
 	for _, h := range a.History {
@@ -236,6 +230,21 @@ func (a *App) Application() Application {
 	}
 	return app
 }
+
+// Destination is the row's spec.destination, as Application() has it.
+func (a *App) Destination() ApplicationDestination {
+	if a.Source != nil {
+		d := ApplicationDestination{Server: a.Source.DestServer, Namespace: a.Source.DestNamespace}
+		if d.Server == "" {
+			d.Server = a.cfg.ClusterServer
+		}
+		return d
+	}
+	return ApplicationDestination{Server: a.cfg.ClusterServer, Namespace: a.Namespace}
+}
+
+// RepoURL is the row's spec.source.repoURL, as Application() has it.
+func (a *App) RepoURL() string { return a.source(a.cfg).RepoURL }
 
 func (a *App) source(cfg *Config) ApplicationSource {
 	if a.Source != nil {

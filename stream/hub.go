@@ -98,7 +98,9 @@ type Hub struct {
 	encodings       atomic.Uint64
 	replayEncodings atomic.Uint64
 	cutOff          atomic.Uint64
+	slowCutOff      atomic.Uint64
 	resets          atomic.Uint64
+	events          atomic.Uint64
 }
 
 // NewHub returns a hub reading src. Its ring starts at src's current
@@ -195,7 +197,14 @@ type Stats struct {
 	// and catch-up from the ring.
 	ReplayEncodings uint64
 	CutOff          uint64 // subscribers disconnected for a full queue or skipped revisions
+	SlowCutOff      uint64 // of those, the ones whose queue was full
 	Resets          uint64 // streams told to reset
+	// Events counts the records fanned out (one per revision), so
+	// Encodings/Events is the encodings per event.
+	Events uint64
+	// RingOldest is when the oldest record held was taken in; zero when
+	// the ring is empty.
+	RingOldest time.Time
 }
 
 // Stats returns the current counters.
@@ -216,7 +225,10 @@ func (h *Hub) Stats() Stats {
 		Encodings:       h.encodings.Load(),
 		ReplayEncodings: h.replayEncodings.Load(),
 		CutOff:          h.cutOff.Load(),
+		SlowCutOff:      h.slowCutOff.Load(),
 		Resets:          h.resets.Load(),
+		Events:          h.events.Load(),
+		RingOldest:      h.ring.oldest(),
 	}
 }
 
@@ -297,6 +309,7 @@ func (h *Hub) fanOut(rec *record) {
 		h.ring.reset(rec.rev - 1)
 	}
 	h.ring.push(rec)
+	h.events.Add(1)
 	if rec.newJSON != nil || rec.oldJSON != nil {
 		for _, v := range h.views {
 			frame := v.frame(rec, &h.encodings)
@@ -346,6 +359,7 @@ func (h *Hub) heartbeat() {
 func (h *Hub) cutSlow(s *subscriber) {
 	h.log.Warn("stream subscriber cut off: its queue is full; it will resume with Last-Event-ID",
 		"scope", s.view.scope.Key(), "queue", h.opts.QueueSize)
+	h.slowCutOff.Add(1)
 	h.cut(s, errSlowClient)
 }
 

@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"time"
+
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -64,6 +66,14 @@ func newRing(max int, floor uint64) *ring {
 
 // last is the newest revision held (floor when empty).
 func (r *ring) last() uint64 { return r.floor + uint64(r.n) }
+
+// oldest is when the oldest record held was taken in; zero when empty.
+func (r *ring) oldest() time.Time {
+	if r.n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, r.buf[r.head].at)
+}
 
 // push appends the record of revision last()+1, evicting the oldest when
 // full.

@@ -106,7 +106,10 @@ func TestStalledClientIsCutOff(t *testing.T) {
 	if err := <-drained; err != nil {
 		t.Errorf("stalled connection: %v; want EOF", err)
 	}
-	if st := e.hub.Stats(); st.CutOff != 1 || st.Subscribers != readers {
-		t.Errorf("got %d cut off and %d subscribers, want 1 and %d", st.CutOff, st.Subscribers, readers)
+	if st := e.hub.Stats(); st.CutOff != 1 || st.SlowCutOff != 1 || st.Subscribers != readers {
+		t.Errorf("got %d cut off (%d slow) and %d subscribers, want 1 (1 slow) and %d", st.CutOff, st.SlowCutOff, st.Subscribers, readers)
+	}
+	if st := e.hub.Stats(); st.Events < events || st.RingOldest.IsZero() || st.Encodings == 0 {
+		t.Errorf("got %d events, ring oldest %v and %d encodings; want at least %d events, a ring and encodings", st.Events, st.RingOldest, st.Encodings, events)
 	}
 }
