@@ -18,10 +18,13 @@ type healthBody struct {
 	Status  string `json:"status"`
 	K8s     bool   `json:"k8s"`
 	CRD     *bool  `json:"crd,omitempty"`
+	// Reason is the initial sync's progress while it runs (still 503).
+	Reason string `json:"reason,omitempty"`
 }
 
 // health reports whether the plane serves a real fleet: ok with 200, or
-// degraded with 503. It never carries an error string.
+// degraded with 503, saying how far the initial sync is while it runs. It
+// never carries an error string.
 func (s *Server) health(service string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		st := s.d.Cluster()
@@ -33,6 +36,7 @@ func (s *Server) health(service string) echo.HandlerFunc {
 		code := http.StatusOK
 		if !st.Ready {
 			b.Status, code = "degraded", http.StatusServiceUnavailable
+			b.Reason = st.Progress
 		}
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 		return c.JSON(code, b)

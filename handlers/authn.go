@@ -88,10 +88,11 @@ func (s *Session) Authenticate() echo.MiddlewareFunc {
 				for _, ck := range s.auth.ClearSessionCookies() {
 					c.SetCookie(ck)
 				}
-				note := "the session is not valid any more"
+				note, reason := "the session is not valid any more", "session_invalid"
 				if errors.Is(err, auth.ErrTokenExpired) || errors.Is(err, auth.ErrSessionInvalid) {
-					note = "the session has expired"
+					note, reason = "the session has expired", "session_expired"
 				}
+				s.metrics.Refusal(reason)
 				withAuth(c, nil, authInfo{note: note})
 			}
 			return next(c)
@@ -104,18 +105,18 @@ func (s *Session) bearerPrincipal(ctx context.Context, header string) (*auth.Pri
 	scheme, token, _ := strings.Cut(header, " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, errorf(http.StatusUnauthorized, "unsupported Authorization header: send Authorization: Bearer <ID token>")
+		return nil, refusal(http.StatusUnauthorized, "bearer_malformed", "unsupported Authorization header: send Authorization: Bearer <ID token>")
 	}
 	p, err := s.auth.Verify(ctx, token)
 	switch {
 	case err == nil:
 		return p, nil
 	case errors.Is(err, auth.ErrDisabled):
-		return nil, errorf(http.StatusUnauthorized, err.Error())
+		return nil, refusal(http.StatusUnauthorized, "signin_disabled", err.Error())
 	case errors.Is(err, auth.ErrTokenExpired):
-		return nil, errorCause(http.StatusUnauthorized, "the bearer token has expired", err)
+		return nil, refusalCause(http.StatusUnauthorized, "bearer_expired", "the bearer token has expired", err)
 	default:
-		return nil, errorCause(http.StatusUnauthorized, "the bearer token was refused: it must be an ID token of the configured issuer for this client", err)
+		return nil, refusalCause(http.StatusUnauthorized, "bearer_refused", "the bearer token was refused: it must be an ID token of the configured issuer for this client", err)
 	}
 }
 
@@ -138,13 +139,13 @@ func scopeOf(c echo.Context) (auth.Scope, error) {
 	case err == nil:
 		return sc, nil
 	case errors.Is(err, auth.ErrForbidden):
-		return auth.Scope{}, errorf(http.StatusForbidden, "your account belongs to no organization: ask an administrator to add you to one")
+		return auth.Scope{}, refusal(http.StatusForbidden, "no_org", "your account belongs to no organization: ask an administrator to add you to one")
 	default:
 		msg := "sign in required: send Authorization: Bearer <ID token>, or sign in at " + auth.LoginPath
 		if note := authInfoFrom(ctx).note; note != "" {
 			msg = "sign in required (" + note + "): send Authorization: Bearer <ID token>, or sign in at " + auth.LoginPath
 		}
-		return auth.Scope{}, errorf(http.StatusUnauthorized, msg)
+		return auth.Scope{}, refusal(http.StatusUnauthorized, "signin_required", msg)
 	}
 }
 
@@ -218,7 +219,7 @@ func SameOrigin(publicURL string) echo.MiddlewareFunc {
 			}
 			got, valid := auth.Origin(from)
 			if !ok || !valid || got != want {
-				return errorf(http.StatusForbidden, "cross-origin request refused")
+				return refusal(http.StatusForbidden, "foreign_origin", "cross-origin request refused")
 			}
 			return next(c)
 		}

@@ -16,6 +16,9 @@ type apiError struct {
 	Code    int
 	Message string
 	Cause   error
+	// Refusal names why a credential or its rights were refused (a fixed
+	// word, for metrics); "" for other errors.
+	Refusal string
 }
 
 func (e *apiError) Error() string {
@@ -33,6 +36,17 @@ func errorf(code int, msg string) error { return &apiError{Code: code, Message: 
 // errorCause answers code with a client-safe message and logs cause.
 func errorCause(code int, msg string, cause error) error {
 	return &apiError{Code: code, Message: msg, Cause: cause}
+}
+
+// refusal answers code (401 or 403) with a client-safe message, and names
+// the refusal's reason for metrics.
+func refusal(code int, reason, msg string) error {
+	return &apiError{Code: code, Message: msg, Refusal: reason}
+}
+
+// refusalCause is refusal with a cause to log.
+func refusalCause(code int, reason, msg string, cause error) error {
+	return &apiError{Code: code, Message: msg, Cause: cause, Refusal: reason}
 }
 
 // errorBody is the one error shape of the whole API.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/handlers/metrics"
 )
 
 // recoverPanics turns a panic in a handler into a logged 500: a panic is a
@@ -36,17 +38,23 @@ func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
 	}
 }
 
-// accessLog writes one structured line per request. It never logs headers,
-// cookies or tokens.
-func accessLog(log *slog.Logger, now func() time.Time) echo.MiddlewareFunc {
+// accessLog writes one structured line per request, and records it in m
+// (by route template, never the raw path) with the refusal it was, if any.
+// It never logs headers, cookies or tokens.
+func accessLog(log *slog.Logger, now func() time.Time, m *metrics.Metrics) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := now()
 			err := next(c)
 			if err != nil {
+				var ae *apiError
+				if errors.As(err, &ae) && ae.Refusal != "" {
+					m.Refusal(ae.Refusal)
+				}
 				c.Error(err)
 			}
 			r, res := c.Request(), c.Response()
+			m.Request(r.Method, c.Path(), res.Status, now().Sub(start))
 			attrs := []slog.Attr{
 				slog.String("method", r.Method),
 				slog.String("route", c.Path()),
@@ -144,7 +152,7 @@ func (s *Server) requireSuperAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if !sc.CanWrite() {
-			return errorf(http.StatusForbidden, "this route is for platform administrators (members of the admin organization)")
+			return refusal(http.StatusForbidden, "not_superadmin", "this route is for platform administrators (members of the admin organization)")
 		}
 		return next(c)
 	}
@@ -158,7 +166,7 @@ func (s *Server) requirePaaS(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if !sc.CanReadPaaS() {
-			return errorf(http.StatusForbidden, "the deploy board is for platform administrators and organization administrators")
+			return refusal(http.StatusForbidden, "not_org_admin", "the deploy board is for platform administrators and organization administrators")
 		}
 		return next(c)
 	}

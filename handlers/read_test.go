@@ -90,10 +90,15 @@ func TestNotReady(t *testing.T) {
 	if r.code != http.StatusServiceUnavailable || strings.TrimSpace(r.body) != `{"service":"paas","status":"degraded","k8s":true,"crd":false}` {
 		t.Fatalf("paas health without the CRD: %d %s", r.code, r.body)
 	}
-	env.setStatus(ClusterStatus{Configured: true, Reachable: true, AppCRD: true, Reason: "the caches are not yet synced"})
+	env.setStatus(ClusterStatus{Configured: true, Reachable: true, AppCRD: true, Reason: "the caches are not yet synced",
+		Progress: "syncing: 3 of 14 kinds listed, 1200 objects folded"})
 	r = env.get(t, "/v1/paas/apps", root)
 	if r.code != http.StatusServiceUnavailable || !strings.Contains(errorMessage(t, r), "not yet synced") || r.header.Get("Retry-After") == "" {
 		t.Fatalf("board while syncing: %d %s", r.code, r.body)
+	}
+	r = env.get(t, "/v1/deploy/health", "")
+	if r.code != http.StatusServiceUnavailable || strings.TrimSpace(r.body) != `{"service":"deploy","status":"degraded","k8s":true,"crd":true,"reason":"syncing: 3 of 14 kinds listed, 1200 objects folded"}` {
+		t.Fatalf("health while syncing: %d %s", r.code, r.body)
 	}
 	env.setStatus(readyCluster)
 	if r = env.get(t, "/v1/deploy/health", ""); r.code != http.StatusOK || strings.TrimSpace(r.body) != `{"service":"deploy","status":"ok","k8s":true,"crd":true}` {

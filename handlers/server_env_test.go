@@ -24,6 +24,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/auth/authtest"
+	"github.com/hanzoai/deploy/handlers/metrics"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/web"
 )
@@ -114,17 +115,19 @@ func (l *fakeLogs) Logs(_ context.Context, r LogRequest) (io.ReadCloser, error) 
 // serverEnv is the whole HTTP surface over the golden fleet, with sign-in
 // against an in-process mockoidc provider.
 type serverEnv struct {
-	URL    string
-	m      *mockoidc.MockOIDC
-	a      *auth.Authenticator
-	clock  *signinClock
-	logs   *authtest.LogBuffer
-	store  *projection.Store
-	live   *fakeLive
-	pods   *fakeLogs
-	mu     sync.Mutex
-	status ClusterStatus
-	srv    *Server
+	URL   string
+	m     *mockoidc.MockOIDC
+	a     *auth.Authenticator
+	clock *signinClock
+	logs  *authtest.LogBuffer
+	store *projection.Store
+	live  *fakeLive
+	pods  *fakeLogs
+	// metrics records what the server does (served by no listener here).
+	metrics *metrics.Metrics
+	mu      sync.Mutex
+	status  ClusterStatus
+	srv     *Server
 }
 
 func (env *serverEnv) setStatus(st ClusterStatus) {
@@ -181,8 +184,10 @@ func newServerEnvWith(t testing.TB, with func(*Deps)) *serverEnv {
 		PublicURL: env.URL, CookieKey: bytes.Repeat([]byte{7}, 32), Now: env.clock.Now,
 	}, log)
 	t.Cleanup(env.a.Close)
+	env.metrics = metrics.New(metrics.Sources{Snapshot: env.store.Snapshot})
 	deps := Deps{
-		Log: log, Snapshots: env.store, Projection: testProjectionConfig(),
+		Metrics: env.metrics,
+		Log:     log, Snapshots: env.store, Projection: testProjectionConfig(),
 		Cluster: func() ClusterStatus { env.mu.Lock(); defer env.mu.Unlock(); return env.status },
 		Live:    env.live, Logs: env.pods, Auth: env.a, PublicURL: env.URL, ClusterName: "in-cluster",
 		Version: Version{Version: "v0.1.0", BuildDate: "2026-11-01T00:00:00Z", GitCommit: "abc1234"},

@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/hanzoai/deploy/auth"
 	"github.com/labstack/echo/v4"
+
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/handlers/metrics"
 )
 
 const (
@@ -16,8 +18,9 @@ const (
 
 // Session serves the sign-in routes and the authentication middleware.
 type Session struct {
-	auth *auth.Authenticator
-	log  *slog.Logger
+	auth    *auth.Authenticator
+	log     *slog.Logger
+	metrics *metrics.Metrics // nil: none recorded
 }
 
 // NewSession returns the sign-in routes backed by a.
@@ -64,7 +67,9 @@ func (s *Session) callback(c echo.Context) error {
 	c.SetCookie(s.auth.ClearFlowCookie())
 	done, err := s.auth.FinishLogin(c.Request().Context(), c.Request())
 	if err != nil {
-		return callbackError(err)
+		answer, reason := callbackError(err)
+		s.metrics.SignIn(reason)
+		return answer
 	}
 	for _, ck := range done.Cookies {
 		c.SetCookie(ck)
@@ -74,42 +79,46 @@ func (s *Session) callback(c echo.Context) error {
 		slog.String("subject", p.Subject), slog.String("username", p.Username), slog.String("org", p.Org),
 		slog.Bool("superAdmin", p.SuperAdmin), slog.Bool("orgAdmin", p.OrgAdmin), slog.Time("until", p.Expiry))
 	if _, err := auth.ScopeFor(p); err != nil {
+		s.metrics.SignIn("no_org")
 		// Going back to a protected page would bounce to the login again,
 		// and the provider would sign the same account in: say why instead.
 		return errorf(http.StatusForbidden, "signed in as "+p.Username+", but the account belongs to no organization: ask an administrator to add you to one")
 	}
+	s.metrics.SignIn("ok")
 	return c.Redirect(http.StatusFound, done.ReturnTo)
 }
 
 // callbackError maps a sign-in failure to a status and a safe message; the
-// cause (never a token) goes to the log.
-func callbackError(err error) error {
+// cause (never a token) goes to the log. reason names the failure for
+// metrics.
+func callbackError(err error) (answer error, reason string) {
 	const again = ": start again at " + auth.LoginPath
 	for _, m := range []struct {
-		kind error
-		code int
-		msg  string
+		kind   error
+		code   int
+		reason string
+		msg    string
 	}{
-		{auth.ErrNoFlow, http.StatusBadRequest, "no sign-in in progress (its cookie is missing or not valid)" + again},
-		{auth.ErrFlowExpired, http.StatusBadRequest, "the sign-in took longer than 10 minutes" + again},
-		{auth.ErrStateMismatch, http.StatusBadRequest, "sign-in state mismatch" + again},
-		{auth.ErrReplayed, http.StatusBadRequest, "this sign-in was already completed" + again},
-		{auth.ErrProviderRefused, http.StatusForbidden, "the identity provider refused the sign-in"},
-		{auth.ErrMissingCode, http.StatusBadRequest, "the identity provider sent no authorization code" + again},
-		{auth.ErrExchangeRefused, http.StatusBadRequest, "the identity provider refused the authorization code" + again},
-		{auth.ErrProviderUnreachable, http.StatusBadGateway, "the identity provider could not be reached: try again"},
-		{auth.ErrTokenExpired, http.StatusUnauthorized, "the identity provider issued a token that has already expired: check the clocks of deployd and the identity provider"},
-		{auth.ErrTokenRefused, http.StatusUnauthorized, "the identity provider's token was refused"},
-		{auth.ErrSessionTooLarge, http.StatusBadGateway, "the identity provider's token is too large to keep in a session cookie"},
+		{auth.ErrNoFlow, http.StatusBadRequest, "no_flow", "no sign-in in progress (its cookie is missing or not valid)" + again},
+		{auth.ErrFlowExpired, http.StatusBadRequest, "flow_expired", "the sign-in took longer than 10 minutes" + again},
+		{auth.ErrStateMismatch, http.StatusBadRequest, "state_mismatch", "sign-in state mismatch" + again},
+		{auth.ErrReplayed, http.StatusBadRequest, "replayed", "this sign-in was already completed" + again},
+		{auth.ErrProviderRefused, http.StatusForbidden, "provider_refused", "the identity provider refused the sign-in"},
+		{auth.ErrMissingCode, http.StatusBadRequest, "missing_code", "the identity provider sent no authorization code" + again},
+		{auth.ErrExchangeRefused, http.StatusBadRequest, "exchange_refused", "the identity provider refused the authorization code" + again},
+		{auth.ErrProviderUnreachable, http.StatusBadGateway, "provider_unreachable", "the identity provider could not be reached: try again"},
+		{auth.ErrTokenExpired, http.StatusUnauthorized, "token_expired", "the identity provider issued a token that has already expired: check the clocks of deployd and the identity provider"},
+		{auth.ErrTokenRefused, http.StatusUnauthorized, "token_refused", "the identity provider's token was refused"},
+		{auth.ErrSessionTooLarge, http.StatusBadGateway, "session_too_large", "the identity provider's token is too large to keep in a session cookie"},
 	} {
 		if errors.Is(err, m.kind) {
-			return errorCause(m.code, m.msg, err)
+			return errorCause(m.code, m.msg, err), m.reason
 		}
 	}
 	if errors.Is(err, auth.ErrDisabled) {
-		return errorf(http.StatusServiceUnavailable, err.Error())
+		return errorf(http.StatusServiceUnavailable, err.Error()), "disabled"
 	}
-	return errorCause(http.StatusInternalServerError, "sign-in failed", err)
+	return errorCause(http.StatusInternalServerError, "sign-in failed", err), "error"
 }
 
 // loggedOut is the body of logout and of userinfo for an anonymous caller.

@@ -62,7 +62,7 @@ func streamError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, stream.ErrExpired):
-		return errorf(http.StatusUnauthorized, "the token has expired: sign in again")
+		return refusal(http.StatusUnauthorized, "token_expired", "the token has expired: sign in again")
 	case errors.Is(err, stream.ErrHubStopped):
 		return errorf(http.StatusServiceUnavailable, "the server is shutting down; reconnect")
 	default:

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/handlers/metrics"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -50,7 +51,7 @@ func (s *Server) requireWriter(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if !sc.CanWrite() {
-			return errorf(http.StatusForbidden, "writes are for platform administrators (members of the admin organization)")
+			return refusal(http.StatusForbidden, "not_superadmin", "writes are for platform administrators (members of the admin organization)")
 		}
 		if s.d.Writer == nil {
 			return errorf(http.StatusServiceUnavailable, "writes are not available: no Kubernetes configuration")
@@ -331,8 +332,15 @@ func (s *Server) patchAndAnswer(c echo.Context, a *projection.App, patch map[str
 	body, _ := json.Marshal(patch)
 	stored, err := s.mergePatch(c.Request().Context(), projection.KindApp, a.Namespace, a.Name, body)
 	if err != nil {
+		phase := metrics.PhaseFailed
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Code >= 500 {
+			phase = metrics.PhaseError
+		}
+		s.d.Metrics.AppSync(a, phase)
 		return err
 	}
+	s.d.Metrics.AppSync(a, metrics.PhaseSucceeded)
 	rv := resourceVersionOf(stored)
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
 	defer cancel()

@@ -143,7 +143,7 @@ func clusterStatus(w *cluster.Watcher) func() handlers.ClusterStatus {
 		st := w.Status()
 		return handlers.ClusterStatus{
 			Configured: st.Configured, Reachable: st.Reachable, AppCRD: st.AppCRD, CDCRD: st.CDCRD,
-			Ready: st.Ready(), Reason: st.Reason,
+			Ready: st.Ready(), Reason: st.Reason, Progress: st.Progress,
 		}
 	}
 }

@@ -1,0 +1,191 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// Argo CD's descriptors, with Argo CD's label names in Argo CD's order
+// (controller/metrics/metrics.go and clustercollector.go, v2.14).
+var (
+	descAppInfo = prometheus.NewDesc("argocd_app_info", "Information about application.",
+		[]string{"namespace", "name", "project", "autosync_enabled", "repo", "dest_server", "dest_namespace", "sync_status", "health_status", "operation"}, nil)
+	descClusterInfo = prometheus.NewDesc("argocd_cluster_info", "Information about cluster.",
+		[]string{"server", "k8s_version", "name"}, nil)
+	descClusterObjects = prometheus.NewDesc("argocd_cluster_api_resource_objects", "Number of k8s resource objects in the cache.",
+		[]string{"server"}, nil)
+	descClusterAPIs = prometheus.NewDesc("argocd_cluster_api_resources", "Number of monitored kubernetes API resources.",
+		[]string{"server"}, nil)
+)
+
+// deployd's own scrape-time descriptors.
+var (
+	descReady = prometheus.NewDesc("deployd_ready",
+		"1 when the projection reflects the cluster (every served kind listed and folded), else 0.", nil, nil)
+	descKindsListed = prometheus.NewDesc("deployd_initial_sync_kinds_listed",
+		"Served registry kinds whose informer has finished its initial list.", nil, nil)
+	descKindsServed = prometheus.NewDesc("deployd_initial_sync_kinds",
+		"Registry kinds the API server serves (and deployd watches).", nil, nil)
+	descFolded = prometheus.NewDesc("deployd_fold_changes_total",
+		"Changes folded into the projection.", nil, nil)
+	descQueued = prometheus.NewDesc("deployd_fold_queue_length",
+		"Changes waiting for the writer.", nil, nil)
+	descChanges = prometheus.NewDesc("deployd_changes_total",
+		"Informer notifications turned into changes for the fold, by kind.", []string{"kind"}, nil)
+	descRelists = prometheus.NewDesc("deployd_informer_relists_total",
+		"Initial lists an informer made again after its first (it lost its place in the watch), by kind.", []string{"kind"}, nil)
+	descWatchRestarts = prometheus.NewDesc("deployd_watch_restarts_total",
+		"Watches reopened from a resourceVersion without a list, by kind.", []string{"kind"}, nil)
+	descObjects = prometheus.NewDesc("deployd_informer_objects",
+		"Objects an informer holds for watched namespaces, by kind.", []string{"kind"}, nil)
+	descRevision = prometheus.NewDesc("deployd_snapshot_revision",
+		"The revision of the current projection snapshot.", nil, nil)
+	descApps = prometheus.NewDesc("deployd_apps",
+		"Application rows in the current snapshot (CD Applications included).", nil, nil)
+	descSubscribers = prometheus.NewDesc("deployd_stream_subscribers",
+		"Streams being served, by route (applications, resource-tree).", []string{"route"}, nil)
+	descViews = prometheus.NewDesc("deployd_stream_views",
+		"Distinct views (scope, filter, fields) with live subscribers.", nil, nil)
+	descEvents = prometheus.NewDesc("deployd_stream_events_total",
+		"Changes fanned out to the streams (one per revision).", nil, nil)
+	descEncodings = prometheus.NewDesc("deployd_stream_encodings_total",
+		"Frames encoded: live (once per view that sees an event) or replay (per subscriber, bursts and catch-up).", []string{"kind"}, nil)
+	descCutOffs = prometheus.NewDesc("deployd_stream_cutoffs_total",
+		"Streams cut off, by reason (slow: its queue was full; skipped: revisions were skipped).", []string{"reason"}, nil)
+	descResets = prometheus.NewDesc("deployd_stream_resets_total",
+		"Streams told to reset (event: reset) because their position could not be resumed.", nil, nil)
+	descRingLen = prometheus.NewDesc("deployd_stream_ring_events",
+		"Events held in the resume ring.", nil, nil)
+	descRingAge = prometheus.NewDesc("deployd_stream_ring_age_seconds",
+		"Age of the oldest event in the resume ring; 0 when it is empty.", nil, nil)
+	descTokenCache = prometheus.NewDesc("deployd_token_cache_requests_total",
+		"Bearer token verifications, by result (hit: answered from the cache; miss: verified against the issuer's keys).", []string{"result"}, nil)
+)
+
+// stateCollector reads Sources at scrape time.
+type stateCollector struct{ src Sources }
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		descAppInfo, descClusterInfo, descClusterObjects, descClusterAPIs,
+		descReady, descKindsListed, descKindsServed, descFolded, descQueued, descChanges, descRelists,
+		descWatchRestarts, descObjects, descRevision, descApps, descSubscribers, descViews, descEvents,
+		descEncodings, descCutOffs, descResets, descRingLen, descRingAge, descTokenCache,
+	} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	}
+	if c.src.Snapshot != nil {
+		snap := c.src.Snapshot()
+		n := 0
+		for a := range snap.Apps() {
+			appInfo(ch, a)
+			n++
+		}
+		for _, a := range snap.CDApplications() {
+			appInfo(ch, a)
+			n++
+		}
+		gauge(descRevision, float64(snap.Revision))
+		gauge(descApps, float64(n))
+	}
+	if c.src.Cluster != nil {
+		cl := c.src.Cluster()
+		gauge(descReady, b2f(cl.Ready))
+		gauge(descKindsListed, float64(cl.KindsListed))
+		gauge(descKindsServed, float64(cl.KindsServed))
+		counter(descFolded, cl.Folded)
+		gauge(descQueued, float64(cl.Queued))
+		objects := 0
+		for _, k := range cl.Kinds {
+			counter(descChanges, k.Changes, k.Name)
+			counter(descRelists, k.Relists, k.Name)
+			counter(descWatchRestarts, k.WatchRestarts, k.Name)
+			gauge(descObjects, float64(k.Objects), k.Name)
+			objects += k.Objects
+		}
+		gauge(descClusterInfo, 1, c.src.ClusterServer, cl.K8sVersion, c.src.ClusterName)
+		gauge(descClusterObjects, float64(objects), c.src.ClusterServer)
+		gauge(descClusterAPIs, float64(cl.KindsServed), c.src.ClusterServer)
+	}
+	if c.src.Hub != nil {
+		st := c.src.Hub()
+		gauge(descSubscribers, float64(st.Subscribers), "applications")
+		gauge(descSubscribers, float64(st.TreeSubscribers), "resource-tree")
+		gauge(descViews, float64(st.Views))
+		counter(descEvents, st.Events)
+		counter(descEncodings, st.Encodings, "live")
+		counter(descEncodings, st.ReplayEncodings, "replay")
+		counter(descCutOffs, st.SlowCutOff, "slow")
+		counter(descCutOffs, st.CutOff-st.SlowCutOff, "skipped")
+		counter(descResets, st.Resets)
+		gauge(descRingLen, float64(st.RingLen))
+		age := 0.0
+		if !st.RingOldest.IsZero() {
+			age = max(time.Since(st.RingOldest).Seconds(), 0)
+		}
+		gauge(descRingAge, age)
+	}
+	if c.src.TokenCache != nil {
+		tc := c.src.TokenCache()
+		counter(descTokenCache, tc.Hits, "hit")
+		counter(descTokenCache, tc.Misses, "miss")
+	}
+}
+
+// appInfo is one row's argocd_app_info series, with the values GET
+// /v1/deploy/applications answers for it.
+func appInfo(ch chan<- prometheus.Metric, a *projection.App) {
+	dest := a.Destination()
+	sync := string(a.Sync)
+	if sync == "" {
+		sync = string(projection.SyncUnknown)
+	}
+	health := string(a.Health.Status)
+	if health == "" {
+		health = "Unknown"
+	}
+	// The operator reconciles an App whenever it changes, as Argo CD's
+	// automated sync does; a CD Application's policy is not read.
+	autosync := a.Row == projection.RowApp
+	ch <- prometheus.MustNewConstMetric(descAppInfo, prometheus.GaugeValue, 1,
+		a.Namespace, a.Name, a.Project, boolLabel(autosync), a.RepoURL(), dest.Server, dest.Namespace,
+		sync, health, operation(a))
+}
+
+// operation is Argo CD's operation label: "delete" while the row's root
+// object is being deleted, "sync" while a sync runs, "" otherwise.
+func operation(a *projection.App) string {
+	switch {
+	case len(a.Tree) > 0 && a.Tree[0].Obj.Deleting:
+		return "delete"
+	case a.Operation != nil && a.Operation.Phase == "Running":
+		return "sync"
+	}
+	return ""
+}
+
+func boolLabel(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
