@@ -55,6 +55,7 @@ type Watcher struct {
 	served    map[projection.Kind]bool
 	errs      map[projection.Kind]string
 	discErr   string
+	version   string // the API server's gitVersion, once known
 	running   bool
 	// syncMark is what the feed had been pushed when every kind had first
 	// synced (marked); caughtUp, once the writer has applied that much.
@@ -185,6 +186,7 @@ func (w *Watcher) discover(ctx context.Context) {
 	}
 	w.discErr = ""
 	w.served = served
+	askVersion := w.version == ""
 	var start, stop []projection.Kind
 	for _, ki := range projection.Registry() {
 		_, running := w.informers[ki.Kind]
@@ -196,6 +198,13 @@ func (w *Watcher) discover(ctx context.Context) {
 		}
 	}
 	w.mu.Unlock()
+	if askVersion {
+		if v, err := w.disco.ServerVersion(); err == nil {
+			w.mu.Lock()
+			w.version = v.GitVersion
+			w.mu.Unlock()
+		}
+	}
 	for _, k := range stop {
 		w.stopKind(k)
 	}

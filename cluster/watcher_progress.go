@@ -48,6 +48,14 @@ func (w *Watcher) counted(k projection.Kind, lw *cache.ListWatch) *cache.ListWat
 	}
 }
 
+// ServerVersion is the API server's version (e.g. "v1.35.0"), "" until
+// discovery has answered.
+func (w *Watcher) ServerVersion() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.version
+}
+
 // KindCounters are one kind's informer counters since start.
 type KindCounters struct {
 	Kind projection.Kind

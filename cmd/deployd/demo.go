@@ -25,6 +25,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "loopback address to serve on")
+	metricsListen := fs.String("metrics-listen", "127.0.0.1:9090", "loopback address to serve /metrics on (empty: none)")
 	seed := fs.Int64("seed", 1, "seed of the simulated fleet")
 	apps := fs.Int("apps", 30, "number of simulated Apps")
 	pace := fs.Duration("pace", demo.DefaultPace, "time between two simulator steps")
@@ -35,13 +36,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	d, err := startDemo(ctx, demoOptions{Listen: *listen, Seed: *seed, Apps: *apps, Pace: *pace, Log: log})
+	d, err := startDemo(ctx, demoOptions{Listen: *listen, MetricsListen: *metricsListen, Seed: *seed, Apps: *apps, Pace: *pace, Log: log})
 	if err != nil {
 		return err
 	}
 	defer d.close()
 	fmt.Fprintf(stdout, "\ndeployd demo — a simulated fleet of %d apps, with demo sign-in (not real accounts)\n\n", *apps)
-	fmt.Fprintf(stdout, "  open   %s/\n\n  sign in as one of:\n", d.URL)
+	fmt.Fprintf(stdout, "  open   %s/\n", d.URL)
+	if d.MetricsURL != "" {
+		fmt.Fprintf(stdout, "  scrape %s\n", d.MetricsURL)
+	}
+	fmt.Fprintf(stdout, "\n  sign in as one of:\n")
 	for _, u := range d.env.IdP.Users() {
 		fmt.Fprintf(stdout, "    %-6s %s\n", u.Username, u.Role)
 	}
@@ -52,8 +57,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // demoOptions configure a demo server.
 type demoOptions struct {
 	Listen string // loopback host:port (port 0: any free one)
-	Seed   int64
-	Apps   int
+	// MetricsListen is the loopback host:port /metrics is served on; ""
+	// serves none.
+	MetricsListen string
+	Seed          int64
+	Apps          int
 	// Pace is the time between simulator steps; 0 leaves the stepping to
 	// the caller (env.Sim.Step), as tests do.
 	Pace time.Duration
@@ -70,20 +78,23 @@ type demoOptions struct {
 // demoServer is a demo ready to run: listener bound, fleet loaded, plane
 // built.
 type demoServer struct {
-	URL   string
-	env   *demo.Env
-	plane *plane
-	ln    net.Listener
-	pace  time.Duration
+	URL string
+	// MetricsURL is where /metrics is served, "" when it is not.
+	MetricsURL string
+	env        *demo.Env
+	plane      *plane
+	ln         net.Listener
+	pace       time.Duration
 }
 
 func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
-	host, _, err := net.SplitHostPort(o.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("--listen %q: %w", o.Listen, err)
+	if err := loopbackOnly("--listen", o.Listen); err != nil {
+		return nil, err
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("--listen %q: the demo serves on loopback only (127.0.0.1, ::1 or localhost)", o.Listen)
+	if o.MetricsListen != "" {
+		if err := loopbackOnly("--metrics-listen", o.MetricsListen); err != nil {
+			return nil, err
+		}
 	}
 	if o.Apps < 6 || o.Apps > 5000 {
 		return nil, fmt.Errorf("--apps %d: choose from 6 to 5000", o.Apps)
@@ -95,13 +106,23 @@ func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
+	mln, err := listenMetrics(o.MetricsListen, ln)
+	if err != nil {
+		return nil, fmt.Errorf("%w (or choose another with --metrics-listen)", err)
+	}
 	d := &demoServer{URL: "http://" + ln.Addr().String(), ln: ln, pace: o.Pace}
+	if mln != nil {
+		d.MetricsURL = "http://" + mln.Addr().String() + "/metrics"
+	}
 	if o.PublicURL != "" {
 		d.URL = strings.TrimSuffix(o.PublicURL, "/")
 	}
 	d.env, err = demo.Start(ctx, demo.Options{Seed: o.Seed, Apps: o.Apps, Pace: max(o.Pace, time.Millisecond), Log: o.Log})
 	if err != nil {
 		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
 		return nil, err
 	}
 	pcfg := projection.DefaultConfig()
@@ -111,10 +132,22 @@ func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
 		cluster.Options{Namespaces: pcfg.Namespaces, Log: o.Log})
 	d.plane = newPlane(ctx, planeConfig{
 		Log: o.Log, Projection: pcfg, Watcher: w, Feed: feed, ClusterName: "demo",
-		Auth: d.env.IdP.AuthConfig(d.URL), Logs: demoLogs{}, Engine: o.Engine,
+		Auth: d.env.IdP.AuthConfig(d.URL), Logs: demoLogs{}, Engine: o.Engine, Metrics: mln,
 	})
 	o.Log.Warn("DEMO MODE: a simulated fleet and demo identities; nothing here is a real cluster or a real account")
 	return d, nil
+}
+
+// loopbackOnly refuses an address that is not on loopback.
+func loopbackOnly(flag, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", flag, addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%s %q: the demo serves on loopback only (127.0.0.1, ::1 or localhost)", flag, addr)
+	}
+	return nil
 }
 
 // run serves until ctx ends, stepping the simulator at its pace.

@@ -14,6 +14,7 @@ import (
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/release"
 	"github.com/hanzoai/deploy/handlers"
+	"github.com/hanzoai/deploy/handlers/metrics"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 	"github.com/hanzoai/deploy/web"
@@ -36,6 +37,8 @@ type planeConfig struct {
 	// Engine is the git → cluster engine; nil when disabled.
 	Engine              handlers.Engine
 	EngineWebhookSecret []byte
+	// Metrics is the listener /metrics is served on; nil serves none.
+	Metrics net.Listener
 }
 
 // plane is the running read plane: watcher → feed → store → HTTP.
@@ -48,6 +51,7 @@ type plane struct {
 	// releases is the drift board's release source; nil when none is
 	// configured. Its Stats are the refresh and failure counts.
 	releases *release.Source
+	metrics  *metrics.Metrics
 }
 
 func newPlane(ctx context.Context, cfg planeConfig) *plane {
@@ -65,6 +69,15 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 	p.releases = rs
 	p.hub = stream.NewHub(p.store, stream.Options{Logger: cfg.Log})
 	p.auth = auth.New(ctx, cfg.Auth, cfg.Log)
+	p.metrics = metrics.New(metrics.Sources{
+		Snapshot:      p.store.Snapshot,
+		Cluster:       clusterMetrics(cfg.Watcher, cfg.Feed),
+		Hub:           p.hub.Stats,
+		TokenCache:    p.auth.CacheStats,
+		ClusterServer: cfg.Projection.ClusterServer,
+		ClusterName:   cfg.ClusterName,
+	})
+	cfg.Feed.OnBatch = func(b cluster.Batch) { p.metrics.Batch(b.Size, b.Fold, b.Wait) }
 	logs := cfg.Logs
 	if logs == nil {
 		logs = watcherLogs{cfg.Watcher}
@@ -83,6 +96,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		ClusterName: cfg.ClusterName,
 		Version:     handlers.Version{Version: version, BuildDate: buildDate, GitCommit: commit},
 		Web:         web.Handler(),
+		Metrics:     p.metrics,
 
 		Engine:              cfg.Engine,
 		EngineWebhookSecret: cfg.EngineWebhookSecret,
@@ -115,8 +129,17 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn),
 	}
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	var msrv *http.Server
+	if p.cfg.Metrics != nil {
+		msrv = &http.Server{
+			Handler:           p.metrics.Handler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn),
+		}
+		go func() { served <- msrv.Serve(p.cfg.Metrics) }()
+	}
 	var err error
 	select {
 	case <-ctx.Done():
@@ -125,6 +148,9 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	shutdown, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdown)
+	if msrv != nil {
+		_ = msrv.Shutdown(shutdown)
+	}
 	cancel()
 	wg.Wait()
 	p.auth.Close()
@@ -145,6 +171,25 @@ func clusterStatus(w *cluster.Watcher) func() handlers.ClusterStatus {
 			Configured: st.Configured, Reachable: st.Reachable, AppCRD: st.AppCRD, CDCRD: st.CDCRD,
 			Ready: st.Ready(), Reason: st.Reason, Progress: st.Progress,
 		}
+	}
+}
+
+// clusterMetrics adapts the watcher's and the feed's counters for the
+// metrics, read at scrape time.
+func clusterMetrics(w *cluster.Watcher, f *cluster.Feed) func() metrics.Cluster {
+	return func() metrics.Cluster {
+		st := w.Status()
+		out := metrics.Cluster{
+			Ready: st.Ready(), KindsListed: st.KindsListed, KindsServed: st.KindsServed,
+			Folded: f.Applied(), Queued: f.Len(), K8sVersion: w.ServerVersion(),
+		}
+		for _, kc := range w.Counters() {
+			out.Kinds = append(out.Kinds, metrics.Kind{
+				Name: kc.Kind.String(), Changes: f.Changes(kc.Kind),
+				Relists: kc.Relists, WatchRestarts: kc.WatchRestarts, Objects: kc.Objects,
+			})
+		}
+		return out
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 // from flags, then the environment:
 //
 //	--listen        DEPLOYD_LISTEN           address to serve on (:8080)
+//	--metrics-listen DEPLOYD_METRICS_LISTEN  address to serve /metrics on (:9090; empty: none)
 //	--kubeconfig    KUBECONFIG               kubeconfig; else in-cluster
 //	--context                                kubeconfig context
 //	--namespaces    DEPLOY_NAMESPACES        namespace map, e.g. hanzo=main,hanzo-testnet=test,tenant-*=main
@@ -39,6 +40,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", envOr("DEPLOYD_LISTEN", ":8080"), "address to serve on")
+	metricsListen := fs.String("metrics-listen", envSetOr("DEPLOYD_METRICS_LISTEN", ":9090"), "address to serve /metrics on, never the public one (empty: none)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster)")
 	kubeContext := fs.String("context", "", "kubeconfig context")
 	namespaces := fs.String("namespaces", os.Getenv("DEPLOY_NAMESPACES"), "namespace map: ns=env,…,tenant-*=env")
@@ -84,16 +86,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	p := newPlane(ctx, planeConfig{
-		Log: log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
-		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
-		Releases:    relCfg,
-	})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources())
+	mln, err := listenMetrics(*metricsListen, ln)
+	if err != nil {
+		return err
+	}
+	p := newPlane(ctx, planeConfig{
+		Log: log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
+		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
+		Releases:    relCfg, Metrics: mln,
+	})
+	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}
+	if mln != nil {
+		attrs = append(attrs, "metrics", mln.Addr().String())
+	}
+	log.Info("serving", attrs...)
 	return p.run(ctx, ln)
 }
 
@@ -133,6 +143,28 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		}
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// listenMetrics opens the metrics listener; "" is none. It closes public
+// when it fails, so the caller has nothing to clean up.
+func listenMetrics(addr string, public net.Listener) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		public.Close()
+		return nil, fmt.Errorf("listen for metrics on %s (DEPLOYD_METRICS_LISTEN; empty turns it off): %w", addr, err)
+	}
+	return ln, nil
+}
+
+// envSetOr is the variable's value when it is set, even to "", else def.
+func envSetOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
 }
 
 func envOr(key, def string) string {

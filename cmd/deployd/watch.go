@@ -34,7 +34,8 @@ var errWatchRefused = errors.New("refused")
 // It starts with one ADDED line per application, resumes after a lost
 // connection where it left off (Last-Event-ID), says so when the server
 // cannot resume and sends the full list again, and stops with an error on
-// 401 or 403. It returns nil when ctx ends.
+// 401 or 403. It returns nil when ctx ends. With --summary it prints the
+// counts by health and by sync once and returns instead.
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,6 +44,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	name := fs.String("name", "", "only the application with this name")
 	project := fs.String("project", "", "only applications of these projects (comma-separated)")
 	selector := fs.String("selector", "", "label selector over hanzo.ai/instance, hanzo.ai/env and hanzo.ai/org, e.g. hanzo.ai/env=main")
+	summary := fs.Bool("summary", false, "print the number of applications by health and by sync once, then exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,6 +54,9 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	streamURL, err := watchURL(*server, *name, *project, *selector)
 	if err != nil {
 		return err
+	}
+	if *summary {
+		return summarize(ctx, streamURL, *token, stdout)
 	}
 
 	client := sse.NewClient(streamURL, sse.ClientMaxBufferSize(16<<20))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -190,5 +191,54 @@ func TestWatchEnvironment(t *testing.T) {
 	cancel()
 	if err := <-ended; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWatchSummary: --summary prints the counts by health and by sync of
+// the list the server answers, once, and exits; a refused token is an
+// error that says so.
+func TestWatchSummary(t *testing.T) {
+	p := newWatchPlane(t, 1_000_000)
+	p.apply(t, "hanzo", "iam", "v1.0.0")
+	p.apply(t, "hanzo", "web", "v2.0.0")
+	p.apply(t, "hanzo-testnet", "iam", "v1.1.0")
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/deploy/applications" || r.Header.Get("Authorization") != "Bearer admin" {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error":"sign in required","message":"sign in required","code":401}`))
+			return
+		}
+		query = r.URL.RawQuery
+		var items []projection.Application
+		for a := range p.store.Snapshot().Apps() {
+			items = append(items, a.Application())
+		}
+		json.NewEncoder(w).Encode(map[string]any{"items": items})
+	}))
+	t.Cleanup(srv.Close)
+
+	var want struct{ health, sync map[string]int }
+	want.health, want.sync = map[string]int{}, map[string]int{}
+	for a := range p.store.Snapshot().Apps() {
+		want.health[string(a.Health.Status)]++
+		want.sync[string(a.Sync)]++
+	}
+	var stdout, stderr authtest.LogBuffer
+	if err := runWatch(t.Context(), []string{"--server", srv.URL, "--token", "admin", "--project", "default", "--summary"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	wantOut := "3 applications\n" +
+		"health: " + counts(summaryHealth, want.health) + "\n" +
+		"sync:   " + counts(summarySync, want.sync) + "\n"
+	if stdout.String() != wantOut {
+		t.Errorf("got\n%s\nwant\n%s", stdout.String(), wantOut)
+	}
+	if !strings.Contains(stdout.String(), "health: Healthy ") || query != "projects=default" {
+		t.Errorf("output %q, query %q: want the health line and the filter passed on", stdout.String(), query)
+	}
+	err := runWatch(t.Context(), []string{"--server", srv.URL, "--token", "wrong", "--summary"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized: sign in required") {
+		t.Errorf("refused token: got %v", err)
 	}
 }
