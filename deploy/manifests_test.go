@@ -30,6 +30,7 @@ const (
 	namespace     = "deployd"
 	healthPath    = "/v1/deploy/health"
 	containerPort = 8080
+	metricsPort   = 9090
 	nonRootUID    = 65532
 	fieldManager  = "deployd-test"
 )
@@ -281,8 +282,9 @@ func TestDeploymentHardening(t *testing.T) {
 			t.Errorf("no %s limit", r)
 		}
 	}
-	if len(ctr.Ports) != 1 || ctr.Ports[0].ContainerPort != containerPort || ctr.Ports[0].Name != "http" {
-		t.Errorf("ports = %+v, want one named http on %d", ctr.Ports, containerPort)
+	if len(ctr.Ports) != 2 || ctr.Ports[0].ContainerPort != containerPort || ctr.Ports[0].Name != "http" ||
+		ctr.Ports[1].ContainerPort != metricsPort || ctr.Ports[1].Name != "metrics" {
+		t.Errorf("ports = %+v, want http on %d and metrics on %d", ctr.Ports, containerPort, metricsPort)
 	}
 }
 
@@ -367,6 +369,9 @@ func TestDeploymentEnv(t *testing.T) {
 		}
 		delete(literal, name)
 	}
+	if got := literal["DEPLOYD_METRICS_LISTEN"]; got != fmt.Sprintf(":%d", metricsPort) {
+		t.Errorf("DEPLOYD_METRICS_LISTEN = %q, want :%d (the metrics container port)", got, metricsPort)
+	}
 	if got := literal["DEPLOYD_LISTEN"]; got != fmt.Sprintf(":%d", containerPort) {
 		t.Errorf("DEPLOYD_LISTEN = %q, want :%d (the container port)", got, containerPort)
 	}
@@ -379,8 +384,9 @@ func TestDeploymentEnv(t *testing.T) {
 	}
 }
 
-// TestService: ClusterIP, port 80 to the container's http port, selecting
-// exactly the Deployment's pods.
+// TestService: ClusterIP, port 80 to the container's http port and 9090 to
+// its metrics port, with the scrape annotations, selecting exactly the
+// Deployment's pods.
 func TestService(t *testing.T) {
 	var s corev1.Service
 	readYAML(t, "service.yaml", &s)
@@ -388,9 +394,15 @@ func TestService(t *testing.T) {
 	if s.Namespace != namespace || s.Spec.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("Service %s/%s of type %q, want ClusterIP in %s", s.Namespace, s.Name, s.Spec.Type, namespace)
 	}
-	if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 80 ||
-		(s.Spec.Ports[0].TargetPort != intstr.FromString("http") && s.Spec.Ports[0].TargetPort != intstr.FromInt32(containerPort)) {
-		t.Errorf("Service ports = %+v, want 80 → http (%d)", s.Spec.Ports, containerPort)
+	if len(s.Spec.Ports) != 2 || s.Spec.Ports[0].Port != 80 ||
+		(s.Spec.Ports[0].TargetPort != intstr.FromString("http") && s.Spec.Ports[0].TargetPort != intstr.FromInt32(containerPort)) ||
+		s.Spec.Ports[1].Port != metricsPort || s.Spec.Ports[1].TargetPort != intstr.FromString("metrics") {
+		t.Errorf("Service ports = %+v, want 80 → http (%d) and %d → metrics", s.Spec.Ports, containerPort, metricsPort)
+	}
+	for k, v := range map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": fmt.Sprint(metricsPort), "prometheus.io/path": "/metrics"} {
+		if got := s.Annotations[k]; got != v {
+			t.Errorf("Service annotation %s = %q, want %q", k, got, v)
+		}
 	}
 	for k, v := range s.Spec.Selector {
 		if d.Spec.Template.Labels[k] != v {

@@ -2,8 +2,9 @@
 # Builds the real components the integration tests run against into a cache
 # folder outside the repository, skipping anything already built:
 #   kube-apiserver, kube-controller-manager, kube-scheduler (v1.37.2),
-#   etcd (v3.7.3), hydra (v2.3.0, sqlite in-memory), docker-compose (v5.6.0) and
-#   registry (distribution v3.1.2, the OCI registry of the release source's tests).
+#   etcd (v3.7.3), hydra (v2.3.0, sqlite in-memory), docker-compose (v5.6.0),
+#   registry (distribution v3.1.2, the OCI registry of the release source's tests)
+#   and promtool (Prometheus v0.316.0, for deploy/monitoring's alert rules).
 # Usage: hack/build-tools.sh [component...]   (default: all)
 # The folder is $DEPLOYD_TOOLS (default ~/.cache/deployd/tools); print it with --dir.
 set -euo pipefail
@@ -32,7 +33,7 @@ build() {
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose registry)
+[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose registry promtool)
 for c in "${want[@]}"; do
 	case $c in
 	etcd) build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w" ;;
@@ -41,6 +42,7 @@ for c in "${want[@]}"; do
 	hydra) CGO_ENABLED=1 build hydra hydra github.com/ory/hydra/v2 -tags sqlite,sqlite_omit_load_extension -ldflags "-s -w" ;;
 	docker-compose) build docker-compose compose github.com/docker/compose/v5/cmd -ldflags "-s -w" ;;
 	registry) build registry registry github.com/distribution/distribution/v3/cmd/registry -ldflags "-s -w" ;;
+	promtool) build promtool promtool github.com/prometheus/prometheus/cmd/promtool -ldflags "-s -w" ;;
 	*) echo "unknown component $c" >&2; exit 2 ;;
 	esac
 done
