@@ -133,7 +133,7 @@ func coldStart(b *testing.B, bin, kubeconfig string) (ready time.Duration, rss, 
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--kubeconfig", kubeconfig)
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--metrics-listen=", "--kubeconfig", kubeconfig)
 	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "DEPLOY_PUBLIC_URL=")
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

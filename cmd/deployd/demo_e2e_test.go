@@ -28,7 +28,7 @@ import (
 func runningDemo(t *testing.T) *demoServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := startDemo(ctx, demoOptions{Listen: "127.0.0.1:0", Seed: 1, Apps: 30, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d, err := startDemo(ctx, demoOptions{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Seed: 1, Apps: 30, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -283,4 +283,29 @@ func TestDemoRolloutAndWrites(t *testing.T) {
 		last := ev[len(ev)-1]
 		return last.History == hist+1 && last.Revision == app.Tag && last.Health == "Healthy"
 	})
+}
+
+// TestDemoMetrics: the demo serves /metrics on its own loopback listener,
+// one argocd_app_info series per row of the simulated fleet, and refuses a metrics
+// address off loopback.
+func TestDemoMetrics(t *testing.T) {
+	d := runningDemo(t)
+	if d.MetricsURL == "" || strings.HasPrefix(d.MetricsURL, d.URL) {
+		t.Fatalf("metrics URL %q, want its own listener beside %s", d.MetricsURL, d.URL)
+	}
+	resp, err := http.Get(d.MetricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	snap := d.plane.store.Snapshot()
+	want := snap.Len() + len(snap.CDApplications())
+	if n := strings.Count(string(b), "\nargocd_app_info{"); resp.StatusCode != http.StatusOK || n != want || want < 30 {
+		t.Fatalf("GET %s: %d with %d argocd_app_info series, want 200 and %d (the 30 Apps and the CD Applications)", d.MetricsURL, resp.StatusCode, n, want)
+	}
+	_, err = startDemo(t.Context(), demoOptions{Listen: "127.0.0.1:0", MetricsListen: "0.0.0.0:0", Apps: 30})
+	if err == nil || !strings.Contains(err.Error(), "--metrics-listen") {
+		t.Errorf("a metrics address off loopback: got %v, want a refusal naming --metrics-listen", err)
+	}
 }

@@ -25,7 +25,9 @@ import (
 // planeEnv is the whole plane (watcher, feed, store, hub, HTTP) against a
 // cluster, with an in-process identity provider minting tokens.
 type planeEnv struct {
-	URL  string
+	URL string
+	// MetricsURL is the metrics listener's /metrics.
+	MetricsURL string
 	m    *mockoidc.MockOIDC
 	p    *plane
 	logs *authtest.LogBuffer
@@ -49,7 +51,11 @@ func startPlaneWith(t *testing.T, cfg *rest.Config, with func(*planeConfig)) *pl
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &planeEnv{URL: "http://" + ln.Addr().String(), m: m, logs: &authtest.LogBuffer{}}
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &planeEnv{URL: "http://" + ln.Addr().String(), MetricsURL: "http://" + mln.Addr().String() + "/metrics", m: m, logs: &authtest.LogBuffer{}}
 	log := slog.New(slog.NewTextHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	pcfg := projection.DefaultConfig()
 	feed := cluster.NewFeed()
@@ -59,7 +65,7 @@ func startPlaneWith(t *testing.T, cfg *rest.Config, with func(*planeConfig)) *pl
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pc := planeConfig{
-		Log: log, Projection: pcfg, Watcher: w, Feed: feed, ClusterName: "in-cluster",
+		Log: log, Projection: pcfg, Watcher: w, Feed: feed, ClusterName: "in-cluster", Metrics: mln,
 		Auth: auth.Config{Issuer: m.Issuer(), ClientID: m.ClientID, ClientSecret: m.ClientSecret, PublicURL: env.URL,
 			CookieKey: bytes.Repeat([]byte{9}, 32)},
 	}

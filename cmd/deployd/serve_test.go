@@ -14,7 +14,8 @@ import (
 
 // TestServeWithoutCluster: with no configuration to be found, deployd
 // serve still starts, says why in its log, answers degraded health (503)
-// and refuses sign-in with the missing setting named.
+// and refuses sign-in with the missing setting named; /metrics is served on
+// DEPLOYD_METRICS_LISTEN (not ready) and not on the public port.
 func TestServeWithoutCluster(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
@@ -25,6 +26,13 @@ func TestServeWithoutCluster(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maddr := mln.Addr().String()
+	mln.Close()
+	t.Setenv("DEPLOYD_METRICS_LISTEN", maddr)
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &authtest.LogBuffer{}
 	done := make(chan error, 1)
@@ -35,7 +43,7 @@ func TestServeWithoutCluster(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	get := func(path string) (int, string) {
+	getFrom := func(addr, path string) (int, string) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			resp, err := http.Get("http://" + addr + path)
@@ -49,6 +57,13 @@ func TestServeWithoutCluster(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	get := func(path string) (int, string) { return getFrom(addr, path) }
+	if code, body := getFrom(maddr, "/metrics"); code != http.StatusOK || !strings.Contains(body, "\ndeployd_ready 0\n") {
+		t.Fatalf("metrics listener: %d, want 200 with deployd_ready 0:\n%s", code, body)
+	}
+	if code, _ := get("/metrics"); code != http.StatusNotFound {
+		t.Fatalf("public /metrics: %d, want 404", code)
 	}
 	if code, body := get("/v1/deploy/health"); code != http.StatusServiceUnavailable || body != `{"service":"deploy","status":"degraded","k8s":false}` {
 		t.Fatalf("health: %d %s", code, body)

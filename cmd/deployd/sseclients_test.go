@@ -64,7 +64,7 @@ func BenchmarkSSEClients(b *testing.B) {
 	base := "http://" + addr
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--kubeconfig", c.Kubeconfig)
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--metrics-listen=", "--kubeconfig", c.Kubeconfig)
 	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "DEPLOY_PUBLIC_URL="+base,
 		"IAM_ENDPOINT="+m.Issuer(), "DEPLOY_IAM_CLIENT_ID="+m.ClientID, "DEPLOY_IAM_CLIENT_SECRET="+m.ClientSecret)
 	cmd.Stderr = os.Stderr
