@@ -28,9 +28,9 @@ type planeEnv struct {
 	URL string
 	// MetricsURL is the metrics listener's /metrics.
 	MetricsURL string
-	m    *mockoidc.MockOIDC
-	p    *plane
-	logs *authtest.LogBuffer
+	m          *mockoidc.MockOIDC
+	p          *plane
+	logs       *authtest.LogBuffer
 }
 
 func startPlane(t *testing.T, cfg *rest.Config) *planeEnv {
