@@ -484,3 +484,48 @@ func toInt64(v any) int64 {
 	}
 	return -1
 }
+
+// TestComposePrometheus: the stack's Prometheus scrapes deployd's metrics
+// listener (in Dex's network namespace, dex:9090) from its mounted config,
+// and only Prometheus's own port is published, on loopback.
+func TestComposePrometheus(t *testing.T) {
+	m := resolvedCompose(t)
+	p, ok := m.Services["prometheus"]
+	if !ok {
+		t.Fatal("no prometheus service")
+	}
+	if got := m.Services["deployd"].Environment["DEPLOYD_METRICS_LISTEN"]; got != ":9090" {
+		t.Errorf("deployd DEPLOYD_METRICS_LISTEN = %q, want :9090", got)
+	}
+	for _, port := range m.Services["dex"].Ports {
+		if port.Target == 9090 {
+			t.Errorf("deployd's metrics port is published (%+v): Prometheus reaches it inside the stack", port)
+		}
+	}
+	if len(p.Ports) != 1 || p.Ports[0].HostIP != "127.0.0.1" || p.Ports[0].Target != 9090 {
+		t.Errorf("prometheus ports = %+v, want its 9090 on 127.0.0.1 only", p.Ports)
+	}
+	host, ok := hostPath(p.Volumes, "/etc/prometheus/prometheus.yml")
+	if !ok || !slices.Contains(p.Command, "--config.file=/etc/prometheus/prometheus.yml") {
+		t.Fatalf("prometheus does not run with a mounted /etc/prometheus/prometheus.yml: %v %+v", p.Command, p.Volumes)
+	}
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName       string `json:"job_name"`
+			MetricsPath   string `json:"metrics_path"`
+			StaticConfigs []struct {
+				Targets []string `json:"targets"`
+			} `json:"static_configs"`
+		} `json:"scrape_configs"`
+	}
+	readYAMLPart(t, host, &cfg)
+	found := false
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			found = found || sc.JobName == "deployd" && sc.MetricsPath == "/metrics" && slices.Contains(st.Targets, "dex:9090")
+		}
+	}
+	if !found {
+		t.Errorf("%s scrapes %+v, want job deployd at dex:9090/metrics", host, cfg.ScrapeConfigs)
+	}
+}
