@@ -3,8 +3,10 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,10 +50,25 @@ func TestReadyWaitsForTheFold(t *testing.T) {
 	if st.Ready() || !strings.Contains(st.Reason, "folding") || feed.Pushed() == 0 {
 		t.Fatalf("lists in, nothing folded: ready %v, reason %q, pushed %d", st.Ready(), st.Reason, feed.Pushed())
 	}
+	// The progress says so, in counts.
+	if want := fmt.Sprintf("syncing: %d of %d kinds listed, 0 objects folded", st.KindsServed, st.KindsServed); st.KindsServed == 0 || st.Progress != want {
+		t.Fatalf("progress %q, want %q", st.Progress, want)
+	}
 
 	store := projection.NewStore(projection.DefaultConfig())
+	var batched atomic.Uint64
+	feed.OnBatch = func(b cluster.Batch) { batched.Add(uint64(b.Size)) }
 	go feed.Run(ctx, store, nil, slog.New(slog.DiscardHandler))
 	demotest.WaitFor(t, 10*time.Second, "ready", func() (bool, string) { st := w.Status(); return st.Ready(), st.Reason })
+	if st := w.Status(); st.Progress != "" || st.Folded == 0 {
+		t.Fatalf("ready: progress %q, folded %d; want no progress and the lists folded", st.Progress, st.Folded)
+	}
+	demotest.WaitFor(t, 10*time.Second, "every batch reported", func() (bool, string) {
+		return batched.Load() == feed.Applied(), fmt.Sprintf("%d of %d", batched.Load(), feed.Applied())
+	})
+	if n := feed.Changes(projection.KindApp); n < 40 {
+		t.Errorf("%d App changes counted, want at least the 40 Apps", n)
+	}
 	// At the first ready, the projection is the whole fleet.
 	fresh, err := demotest.ListStore(t.Context(), fc.Dynamic())
 	if err != nil {

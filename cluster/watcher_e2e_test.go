@@ -257,6 +257,18 @@ func TestWatchExpiredRelists(t *testing.T) {
 	rs := startReadSide(t, cfg)
 	c.ApplyFleet(t, clustertest.Manifests(t, fleetFixture))
 	rs.WaitConverged(t, c.Dynamic(), 30*time.Second)
+	appRelists := func() uint64 {
+		for _, kc := range rs.Watcher.Counters() {
+			if kc.Kind == projection.KindApp {
+				return kc.Relists
+			}
+		}
+		t.Fatal("no counters for the App kind")
+		return 0
+	}
+	if n := appRelists(); n != 0 {
+		t.Fatalf("%d App relists before the cut, want 0", n)
+	}
 
 	proxy.cut()
 	if err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Delete(t.Context(), "gateway", metav1.DeleteOptions{}); err != nil {
@@ -288,6 +300,9 @@ data: {at: "`+time.Now().Format(time.RFC3339Nano)+`"}
 	rs.WaitConverged(t, c.Dynamic(), 90*time.Second)
 	if lists.count("/apis/hanzo.ai/v1/apps") == appLists {
 		t.Fatal("the Apps were not listed again: the watch resumed, the relist path was not exercised")
+	}
+	if n := appRelists(); n == 0 {
+		t.Error("the Apps were listed again, but the watcher counted no relist")
 	}
 	snap := rs.Store.Snapshot()
 	if snap.Get("hanzo", "gateway") != nil || snap.Get("tenant-globex", "ledger") == nil {
