@@ -21,9 +21,14 @@
 //     writer of the projection.Store: it applies queued changes in arrival
 //     order, in batches, and hands the deltas on. Ready means every initial
 //     list has been folded, not merely received.
-//   - Goroutines: Watcher.Run owns the informers and the discovery poll and
-//     returns when its context ends, after they stopped; Feed.Run returns
-//     when its context ends. Nothing else is started here.
+//   - Goroutines: Watcher.Run owns the informers, the discovery poll and
+//     the start-up progress reporter (which logs the initial sync every
+//     Options.Progress and ends after one ready line) and returns when its
+//     context ends, after they stopped; Feed.Run returns when its context
+//     ends. Nothing else is started here.
+//   - Counters for metrics are plain atomics read by accessors (Feed.Changes,
+//     Watcher.Counters, Status's sync progress) or one callback per folded
+//     batch (Feed.OnBatch); this package imports no metrics library.
 //   - Without a resolvable configuration the watcher still exists: it reports
 //     why (Status) and every data read answers that reason instead.
 package cluster
