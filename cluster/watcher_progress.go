@@ -120,8 +120,8 @@ func progressText(listed, served int, folded uint64) string {
 	return fmt.Sprintf("syncing: %d of %d kinds listed, %d objects folded", listed, served, folded)
 }
 
-// reportProgress logs the initial sync's progress every interval until the
-// watcher is ready, then one line saying so with the fleet's size, the time
+// reportProgress logs the initial sync's progress every interval while
+// the initial lists run, until the watcher is ready, then one line saying so with the fleet's size, the time
 // it took and the process's resident memory. It returns when ctx ends or
 // after the ready line.
 func (w *Watcher) reportProgress(ctx context.Context, start time.Time, every time.Duration) {
@@ -148,11 +148,12 @@ func (w *Watcher) reportProgress(ctx context.Context, start time.Time, every tim
 				return
 			}
 		case <-tick.C:
-			w.mu.Lock()
-			listed, served, folded := w.syncProgress()
-			w.mu.Unlock()
-			w.opts.Log.Info("initial sync", "kindsListed", listed, "kinds", served, "objectsFolded", folded,
-				"seconds", roundSeconds(time.Since(start)))
+			// Only while the lists run: a missing CRD or an unreachable
+			// API server is said once, by discovery, not every tick.
+			if st := w.Status(); st.Progress != "" {
+				w.opts.Log.Info("initial sync", "kindsListed", st.KindsListed, "kinds", st.KindsServed,
+					"objectsFolded", st.Folded, "seconds", roundSeconds(time.Since(start)))
+			}
 		}
 	}
 }
