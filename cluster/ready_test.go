@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo/demotest"
 	"github.com/hanzoai/deploy/demo/fleet"
@@ -27,7 +28,10 @@ func TestReadyWaitsForTheFold(t *testing.T) {
 		t.Fatal(err)
 	}
 	feed := cluster.NewFeed()
-	w := cluster.NewWatcherForClients(fc.Dynamic(), fc.Discovery(), nil, feed, demotest.Options())
+	opts := demotest.Options()
+	logs := &authtest.LogBuffer{}
+	opts.Log, opts.Progress = slog.New(slog.NewTextHandler(logs, nil)), 10*time.Millisecond
+	w := cluster.NewWatcherForClients(fc.Dynamic(), fc.Discovery(), nil, feed, opts)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()
@@ -55,6 +59,11 @@ func TestReadyWaitsForTheFold(t *testing.T) {
 		t.Fatalf("progress %q, want %q", st.Progress, want)
 	}
 
+	// And the log, every Progress while the lists wait for the fold.
+	demotest.WaitFor(t, 10*time.Second, "a progress line", func() (bool, string) {
+		return strings.Contains(logs.String(), fmt.Sprintf("msg=\"initial sync\" kindsListed=%d kinds=%d objectsFolded=0", st.KindsServed, st.KindsServed)), logs.String()
+	})
+
 	store := projection.NewStore(projection.DefaultConfig())
 	var batched atomic.Uint64
 	feed.OnBatch = func(b cluster.Batch) { batched.Add(uint64(b.Size)) }
@@ -63,6 +72,9 @@ func TestReadyWaitsForTheFold(t *testing.T) {
 	if st := w.Status(); st.Progress != "" || st.Folded == 0 {
 		t.Fatalf("ready: progress %q, folded %d; want no progress and the lists folded", st.Progress, st.Folded)
 	}
+	demotest.WaitFor(t, 10*time.Second, "the ready line", func() (bool, string) {
+		return strings.Contains(logs.String(), "msg=ready apps=40 objects="), logs.String()
+	})
 	demotest.WaitFor(t, 10*time.Second, "every batch reported", func() (bool, string) {
 		return batched.Load() == feed.Applied(), fmt.Sprintf("%d of %d", batched.Load(), feed.Applied())
 	})
