@@ -1,9 +1,9 @@
 # deployd — build and test.
 #   make test    every test the project has, against real components
 #                (kube-apiserver + etcd, controller-manager, scheduler, Hydra,
-#                Chromium, docker compose, an OCI registry), installing and
-#                building them first;
-#                then make race, and every fuzz target briefly.
+#                Chromium, docker compose, an OCI registry, promtool for the
+#                alert rules), installing and building them first; then make
+#                race, and every fuzz target briefly.
 #   make tools   build the real components into $(TOOLS) (skips what is built)
 #   make bench   the benchmarks recorded in BENCHMARKS.md (make bench-fold: the
 #                fold's one-core throughput alone)
