@@ -22,6 +22,15 @@
 //     refusals and sign-ins by a fixed reason. Per-App series exist only
 //     for Apps in the snapshot (argocd_app_info) or Apps a write or an
 //     engine run acted on.
+//   - Hooks for parts built elsewhere. Whoever runs the engine (cmd/deployd,
+//     around engine.Reconcile, for every trigger: request, interval,
+//     webhook) calls EngineRun once per finished run that was not a dry run,
+//     with the report (or the error that ended it), the run's duration and
+//     its end: runs count by result, a clean run sets the last-success
+//     time, and each App of the report counts in argocd_app_sync_total and
+//     argocd_app_reconcile. The release source calls ReleaseRefresh after
+//     each refresh. Syncs and rollbacks through the write routes are
+//     counted by the handlers (AppSync).
 //   - Handler serves /metrics only; it is meant for its own listener
 //     (DEPLOYD_METRICS_LISTEN), never the public one.
 package metrics
