@@ -102,8 +102,8 @@ func TestRandomPathsAddNoSeries(t *testing.T) {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode < 400 {
-			t.Fatalf("%s %s: got %d, want an error", method, path, resp.StatusCode)
+		if strings.HasPrefix(path, "/metrics/") && resp.StatusCode < 400 {
+			t.Fatalf("%s %s: got %d, want a refusal", method, path, resp.StatusCode)
 		}
 	}
 
@@ -140,11 +140,14 @@ func TestRandomPathsAddNoSeries(t *testing.T) {
 	}
 }
 
-// TestMetricsNotOnPublicPort: /metrics on the public server is a JSON 404
-// for every method, never the page and never the exposition.
+// TestMetricsNotOnPublicPort: /metrics (and below it) on the public server
+// is a JSON 404 for every method, never the page and never the exposition.
 func TestMetricsNotOnPublicPort(t *testing.T) {
 	env := newServerEnv(t)
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		if r := env.do(t, m, "/metrics/", "", nil); r.code != http.StatusNotFound {
+			t.Fatalf("%s /metrics/: got %d, want 404", m, r.code)
+		}
 		r := env.do(t, m, "/metrics", "", nil)
 		if r.code != http.StatusNotFound {
 			t.Fatalf("%s /metrics: got %d, want 404", m, r.code)

@@ -161,9 +161,11 @@ func New(d Deps) *Server {
 	s.mountAPINotFound()
 	// Metrics have their own listener: this one never serves them, not
 	// even as the page's fallback.
-	e.Any("/metrics", func(echo.Context) error {
+	noMetrics := func(echo.Context) error {
 		return errorf(http.StatusNotFound, "not found: metrics are served on their own listener (DEPLOYD_METRICS_LISTEN), not this one")
-	})
+	}
+	e.Any("/metrics", noMetrics)
+	e.Any("/metrics/*", noMetrics)
 	if d.Web != nil {
 		e.GET("/*", echo.WrapHandler(d.Web))
 	}
