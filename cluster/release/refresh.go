@@ -151,6 +151,9 @@ func (s *Source) refresh(ctx context.Context, repo string) {
 		}
 	}
 	s.refreshes.Add(1)
+	if s.onRefresh != nil {
+		s.onRefresh(f.registry.err == "" && f.forge.err == "", s.now())
+	}
 	s.cache.Add(repo, f)
 	if !sameAnswers(old, f) {
 		s.notify()

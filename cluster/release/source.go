@@ -19,13 +19,15 @@ import (
 // its refresher (Run) fills in the background. See the package
 // documentation for its contract.
 type Source struct {
-	cfg      Config
-	log      *slog.Logger
-	repos    func() []string
-	now      func() time.Time
-	registry *registryLister // nil when not configured
-	forge    *githubLister   // nil when not configured
-	cache    *expirable.LRU[string, *facts]
+	cfg   Config
+	log   *slog.Logger
+	repos func() []string
+	now   func() time.Time
+	// onRefresh is Options.OnRefresh (nil: none).
+	onRefresh func(ok bool, at time.Time)
+	registry  *registryLister // nil when not configured
+	forge     *githubLister   // nil when not configured
+	cache     *expirable.LRU[string, *facts]
 
 	mu      sync.Mutex
 	changed chan struct{} // closed at the next change of an answer
@@ -53,6 +55,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// OnRefresh, when set, is called after each repository's refresh
+	// (for metrics): ok when no source of it failed. It must not block.
+	OnRefresh func(ok bool, at time.Time)
 }
 
 // facts is what was last learnt of one image repository. A value in the
@@ -100,15 +105,16 @@ func New(cfg Config, opts Options) (*Source, error) {
 		opts.Transport = http.DefaultTransport
 	}
 	s := &Source{
-		cfg:     cfg,
-		log:     opts.Logger,
-		repos:   opts.Repositories,
-		now:     opts.Now,
-		cache:   expirable.NewLRU[string, *facts](cfg.CacheSize, nil, 3*cfg.Refresh),
-		changed: make(chan struct{}),
-		next:    map[string]time.Time{},
-		running: map[string]bool{},
-		kick:    make(chan struct{}, 1),
+		cfg:       cfg,
+		log:       opts.Logger,
+		repos:     opts.Repositories,
+		now:       opts.Now,
+		onRefresh: opts.OnRefresh,
+		cache:     expirable.NewLRU[string, *facts](cfg.CacheSize, nil, 3*cfg.Refresh),
+		changed:   make(chan struct{}),
+		next:      map[string]time.Time{},
+		running:   map[string]bool{},
+		kick:      make(chan struct{}, 1),
 	}
 	if cfg.Registry {
 		l, err := newRegistryLister(cfg.RegistryAuthFile, opts.Transport)

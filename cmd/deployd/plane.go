@@ -61,6 +61,13 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 	rs, err := release.New(cfg.Releases, release.Options{
 		Repositories: release.SnapshotRepositories(p.store.Snapshot),
 		Logger:       cfg.Log,
+		OnRefresh: func(ok bool, at time.Time) {
+			if ok {
+				p.metrics.ReleaseRefresh(nil, at)
+			} else {
+				p.metrics.ReleaseRefresh(errReleaseRefresh, at)
+			}
+		},
 	})
 	if err != nil {
 		cfg.Log.Error("release source disabled: the drift board shows no release flags", "err", err)
@@ -173,6 +180,10 @@ func clusterStatus(w *cluster.Watcher) func() handlers.ClusterStatus {
 		}
 	}
 }
+
+// errReleaseRefresh marks a release refresh in which a source failed (the
+// release source logs why).
+var errReleaseRefresh = errors.New("a release source failed")
 
 // clusterMetrics adapts the watcher's and the feed's counters for the
 // metrics, read at scrape time.

@@ -28,8 +28,9 @@
 //     with the report (or the error that ended it), the run's duration and
 //     its end: runs count by result, a clean run sets the last-success
 //     time, and each App of the report counts in argocd_app_sync_total and
-//     argocd_app_reconcile. The release source calls ReleaseRefresh after
-//     each refresh. Syncs and rollbacks through the write routes are
+//     argocd_app_reconcile. The release source reports each repository
+//     refresh through release.Options.OnRefresh, which cmd/deployd turns
+//     into ReleaseRefresh. Syncs and rollbacks through the write routes are
 //     counted by the handlers (AppSync).
 //   - Handler serves /metrics only; it is meant for its own listener
 //     (DEPLOYD_METRICS_LISTEN), never the public one.
