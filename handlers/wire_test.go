@@ -120,6 +120,7 @@ func TestWireShapes(t *testing.T) {
 		body := goVersion.ReplaceAllString(r.body, `"GoVersion":"go"`)
 		body = strings.ReplaceAll(body, env.URL, "http://deployd.test")
 		body = strings.ReplaceAll(body, env.m.Issuer(), "http://issuer.test")
+		body = strings.ReplaceAll(body, env.m.ClientID, "deployd-client")
 		golden(t, w.golden, []byte(body))
 		dec := json.NewDecoder(bytes.NewReader([]byte(body)))
 		dec.DisallowUnknownFields()
