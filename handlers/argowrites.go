@@ -52,7 +52,7 @@ func parseSync(body []byte, a *projection.App) (bool, error) {
 		return false, nil
 	}
 	var req syncRequest
-	if err := decodeStrict(body, &req, "sync"); err != nil {
+	if err := decodeBody(body, &req, "sync"); err != nil {
 		return false, err
 	}
 	if err := sameApp(a, req.Name, req.AppNamespace, req.Project); err != nil {
@@ -93,8 +93,8 @@ func parseSync(body []byte, a *projection.App) (bool, error) {
 	return req.DryRun, nil
 }
 
-// decodeStrict decodes one JSON value with unknown fields refused by name.
-func decodeStrict(body []byte, v any, what string) error {
+// decodeBody decodes one JSON value with unknown fields refused by name.
+func decodeBody(body []byte, v any, what string) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -150,7 +150,7 @@ func (s *Server) runResourceAction(v2 bool) echo.HandlerFunc {
 		}
 		var req actionRequest
 		if v2 {
-			if err := decodeStrict(body, &req, "action"); err != nil {
+			if err := decodeBody(body, &req, "action"); err != nil {
 				return err
 			}
 			q := c.QueryParams()
