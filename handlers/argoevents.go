@@ -24,11 +24,15 @@ type EventReader interface {
 // resourceUID, or resourceNamespace and resourceName. Events of any other
 // object never appear, whoever else shares the namespace.
 func (s *Server) events(c echo.Context) error {
-	a, err := s.appFromPath(c, s.d.Snapshots.Snapshot(), "resourceNamespace", "resourceName", "resourceUID")
+	a, err := s.appFromPath(c, s.d.Snapshots.Snapshot(), "resourceNamespace", "resourceName", "resourceUID", "fields")
 	if err != nil {
 		return err
 	}
 	q := c.QueryParams()
+	fields, err := listFields(q)
+	if err != nil {
+		return err
+	}
 	var ns, name, uid string
 	for k, dst := range map[string]*string{"resourceNamespace": &ns, "resourceName": &name, "resourceUID": &uid} {
 		if *dst, err = single(q, k); err != nil {
@@ -81,7 +85,7 @@ func (s *Server) events(c echo.Context) error {
 		}
 		return out.Items[i].Name < out.Items[j].Name
 	})
-	return c.JSON(http.StatusOK, out)
+	return jsonFields(c, out, fields)
 }
 
 // eventTargets are the tree nodes the resource parameters name (a name
