@@ -46,7 +46,8 @@ func NewSession(a *auth.Authenticator, log *slog.Logger) *Session {
 //	GET  /v1/deploy/session/userinfo  who is signed in (never 401)
 //
 // and Argo CD's paths of the same flow: GET /auth/login?return_url=
-// (an absolute URL of this site or a path), GET /auth/callback, GET
+// (an absolute URL of this site or a path), GET /auth/callback (302 to
+// /v1/deploy/callback with its query), GET
 // /auth/logout (302 to /), DELETE /api/v1/session and GET
 // /api/v1/session/userinfo.
 func (s *Session) Register(e *echo.Echo) {
@@ -56,7 +57,7 @@ func (s *Session) Register(e *echo.Echo) {
 	e.GET(userinfoPath, s.userinfo)
 
 	e.GET(argoLoginPath, s.argoLogin)
-	e.GET(argoCallbackPath, s.callback)
+	e.GET(argoCallbackPath, s.argoCallback)
 	e.GET(argoLogoutPath, s.argoLogout)
 	e.DELETE(argoSessionPath, s.logout)
 	e.GET(argoUserinfoPath, s.userinfo)
@@ -65,6 +66,17 @@ func (s *Session) Register(e *echo.Echo) {
 // argoLogin is Argo CD's /auth/login: return_url is the page to go back to.
 func (s *Session) argoLogin(c echo.Context) error {
 	return s.startLogin(c, auth.ReturnPathFromURL(c.QueryParam("return_url"), s.auth.PublicOrigin()))
+}
+
+// argoCallback hands Argo CD's /auth/callback over to deployd's callback,
+// query and all: the sign-in flow's cookie is scoped to that path.
+func (s *Session) argoCallback(c echo.Context) error {
+	noStore(c)
+	to := auth.CallbackPath
+	if q := c.Request().URL.RawQuery; q != "" {
+		to += "?" + q
+	}
+	return c.Redirect(http.StatusFound, to)
 }
 
 // argoLogout is Argo CD's /auth/logout, a navigation: the session ends and
