@@ -40,7 +40,7 @@ func TestEventsLive(t *testing.T) {
 	} {
 		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: e.name},
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: e.ns, Name: e.uid, UID: types.UID(e.uid), APIVersion: "v1"},
-			Reason: "Tested", Message: "m", Type: corev1.EventTypeNormal, FirstTimestamp: now, LastTimestamp: now, Count: 1}
+			Reason:         "Tested", Message: "m", Type: corev1.EventTypeNormal, FirstTimestamp: now, LastTimestamp: now, Count: 1}
 		if _, err := cs.CoreV1().Events(e.ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -169,12 +169,12 @@ func TestEventsOfTheApp(t *testing.T) {
 		return out
 	}
 	for path, want := range map[string][]string{
-		"/api/v1/applications/web/events?appNamespace=tenant-acme":                                                    {"web-deploy.1", "web-pod.1"},
-		"/api/v1/applications/web/events?resourceUID=40000000-0000-0000-0000-000000000004":                            {"web-pod.1"},
+		"/api/v1/applications/web/events?appNamespace=tenant-acme":                                                   {"web-deploy.1", "web-pod.1"},
+		"/api/v1/applications/web/events?resourceUID=40000000-0000-0000-0000-000000000004":                           {"web-pod.1"},
 		"/api/v1/applications/web/events?resourceNamespace=tenant-acme&resourceName=web-55d6c7-x2x2x":                {"web-pod.1"},
-		"/api/v1/applications/worker/events":                                                                          {"worker-deploy.1"},
-		"/api/v1/applications/api/events":                                                                             {"api-deploy.1"},
-		"/api/v1/applications/canary/events":                                                                          nil,
+		"/api/v1/applications/worker/events":                                                                         {"worker-deploy.1"},
+		"/api/v1/applications/api/events":                                                                            {"api-deploy.1"},
+		"/api/v1/applications/canary/events":                                                                         nil,
 		"/v1/deploy/applications/web/events?resourceName=web&resourceNamespace=tenant-acme&appNamespace=tenant-acme": {"web-deploy.1"},
 	} {
 		if got := names(path); !slices.Equal(got, want) {

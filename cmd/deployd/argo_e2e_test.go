@@ -113,7 +113,9 @@ spec: {image: {repository: ghcr.io/hanzoai/blog, tag: v2.0.0}}
 	// managed-resources reads the live objects.
 	d, _ := c.Clientset().AppsV1().Deployments("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
 	r := env.send(t, nil, http.MethodGet, "/api/v1/applications/shop/managed-resources?appNamespace=hanzo&kind=Deployment", root, "")
-	var managed struct{ Items []struct{ Kind, Name, LiveState, ResourceVersion string } }
+	var managed struct {
+		Items []struct{ Kind, Name, LiveState, ResourceVersion string }
+	}
 	if json.Unmarshal([]byte(r.body), &managed) != nil || len(managed.Items) != 1 || !strings.Contains(managed.Items[0].LiveState, string(d.UID)) {
 		t.Fatalf("managed-resources: %d %s", r.code, r.body)
 	}
