@@ -38,9 +38,11 @@ func TestEventsLive(t *testing.T) {
 	for _, e := range []struct{ ns, name, uid string }{
 		{"hanzo", "a.1", "uid-a"}, {"hanzo", "a.2", "uid-a"}, {"hanzo", "b.1", "uid-b"}, {"tenant-acme", "c.1", "uid-c"},
 	} {
-		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: e.name},
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: e.name},
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: e.ns, Name: e.uid, UID: types.UID(e.uid), APIVersion: "v1"},
-			Reason:         "Tested", Message: "m", Type: corev1.EventTypeNormal, FirstTimestamp: now, LastTimestamp: now, Count: 1}
+			Reason:         "Tested", Message: "m", Type: corev1.EventTypeNormal, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		}
 		if _, err := cs.CoreV1().Events(e.ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
