@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"net/url"
 	"runtime"
 	"sort"
 	"strconv"
@@ -273,13 +272,9 @@ func (s *Server) getCluster(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// The path is percent-decoded once before routing reaches here; a
-	// server URL has no '%' of its own, so decoding again changes nothing
-	// for a match and makes the route work on either side of that.
+	// The server URL comes percent-encoded in one segment, decoded once by
+	// decodeParams.
 	id := c.Param("server")
-	if d, err := url.PathUnescape(id); err == nil {
-		id = d
-	}
 	if err := agrees(q, "id.value", id, "cluster"); err != nil {
 		return err
 	}

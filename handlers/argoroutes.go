@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 )
@@ -52,7 +53,7 @@ func (s *Server) argoTable() []route {
 		get("/applications/:name/syncwindows", s.syncWindows, scoped),
 		get("/applications/:name/revisions/:rev/metadata", s.revisionMetadata, scoped),
 		get("/clusters", s.clusters, scoped),
-		get("/clusters/:server", s.getCluster, scoped),
+		get("/clusters/:server", s.getCluster, append([]echo.MiddlewareFunc{s.wholePath}, scoped...)),
 		get("/projects", s.projects, scoped),
 
 		post("/applications/:name/sync", s.sync(appParams)),
@@ -95,5 +96,17 @@ func (s *Server) mount(table []route) {
 				s.writes[r.method+" "+prefix+r.path] = true
 			}
 		}
+	}
+}
+
+// wholePath refuses a match that took in more segments than the route has:
+// Echo's router, backtracking from /v1/deploy/:name/…, can hand a
+// parameter the rest of a longer path. Such a path is no route of ours.
+func (s *Server) wholePath(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if strings.Count(c.Request().URL.EscapedPath(), "/") != strings.Count(c.Path(), "/") {
+			return s.apiNotFound(c)
+		}
+		return next(c)
 	}
 }
