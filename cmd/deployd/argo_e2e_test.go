@@ -153,7 +153,7 @@ spec: {image: {repository: ghcr.io/hanzoai/blog, tag: v2.0.0}}
 		t.Fatalf("sync: %d %s", r.code, r.body)
 	}
 	app, _ := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
-	if app.GetAnnotations()[projection.AnnotationSyncRequestedBy] != "root" {
+	if app.GetAnnotations()[projection.AnnotationSyncRequestedBy] != admin.Subject {
 		t.Fatalf("annotations after sync: %v", app.GetAnnotations())
 	}
 
