@@ -84,7 +84,7 @@ func parseSync(body []byte, a *projection.App) (bool, error) {
 	case len(bytes.TrimSpace(req.RetryStrategy)) > 0 && string(bytes.TrimSpace(req.RetryStrategy)) != "null":
 		return false, refuse("retryStrategy", "the operator retries by itself")
 	case req.SyncOptions != nil && len(req.SyncOptions.Items) > 0:
-		return false, refuse("syncOptions", "deployd's sync has no options ("+strings.Join(req.SyncOptions.Items, ", ")+")")
+		return false, refuse("syncOptions", "deployd's sync has no options (asked for "+quoteShort(strings.Join(req.SyncOptions.Items, ", "))+")")
 	case req.Strategy != nil && req.Strategy.Apply != nil:
 		return false, refuse("strategy.apply", "deployd's sync is the default (hook) strategy")
 	case req.Strategy != nil && req.Strategy.Hook != nil && req.Strategy.Hook.Force:
@@ -99,7 +99,7 @@ func decodeBody(body []byte, v any, what string) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return errorf(http.StatusBadRequest, "the "+what+" body has field "+f+", which deployd does not know")
+			return errorf(http.StatusBadRequest, "the "+what+" body has field "+quoteShort(strings.Trim(f, `"`))+", which deployd does not know")
 		}
 		return errorf(http.StatusBadRequest, "the "+what+" body is not valid JSON of the expected shape")
 	}

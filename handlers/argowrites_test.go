@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hanzoai/deploy/projection"
 )
 
 // TestArgoSyncBodies: Argo CD's SyncRequest as its UI sends it is a sync;
@@ -128,4 +130,36 @@ func TestRestartAction(t *testing.T) {
 	if n := strings.Count(env.logs.String(), "body=\"action restart Deployment tenant-acme/web at "); n != 2 {
 		t.Fatalf("%d audit lines of the restarts:\n%s", n, env.logs.String())
 	}
+}
+
+func FuzzSyncBody(f *testing.F) {
+	for _, s := range []string{`{}`, `{"prune":true}`, `{"strategy":{"hook":{"force":false}}}`, `{"syncOptions":{"items":[]}}`,
+		`{"revision":"HEAD","dryRun":true}`, `{"resources":null}`, `{"retryStrategy":null}`, `null`, `[]`, `{"sourcePositions":[1]}`} {
+		f.Add([]byte(s))
+	}
+	store := projection.NewStore(projection.DefaultConfig())
+	var batch []projection.Change
+	for _, m := range fleetObjects(f) {
+		o, _ := projection.Decode(m)
+		batch = append(batch, projection.Change{Op: projection.Upsert, Object: o})
+	}
+	if _, err := store.Apply(batch...); err != nil {
+		f.Fatal(err)
+	}
+	app := store.Snapshot().Get("tenant-acme", "web")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_, err := parseSync(body, app)
+		if err == nil {
+			return
+		}
+		ae, ok := err.(*apiError)
+		if !ok || ae.Code != http.StatusBadRequest || ae.Message == "" {
+			t.Fatalf("%q: %v", body, err)
+		}
+		// What a client is told is deployd's words, never its body echoed
+		// beyond a short quote.
+		if len(ae.Message) > 400 {
+			t.Fatalf("%q: a %d-byte message", body, len(ae.Message))
+		}
+	})
 }
