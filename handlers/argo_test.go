@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hanzoai/deploy/projection"
 )
 
 // webResource is the query naming web's Deployment as Argo CD's UI sends it.
@@ -294,5 +296,32 @@ func TestResourceRoutesRefuse(t *testing.T) {
 	r := env.get(t, "/api/v1/applications/web/managed-resources?appNamespace=tenant-acme&kind=Secret", root)
 	if r.code != http.StatusOK || strings.TrimSpace(r.body) != `{"items":[]}` {
 		t.Errorf("managed-resources of kind Secret: %d %s", r.code, r.body)
+	}
+}
+
+// TestManagedResourcesDesiredFromGit: for an object the engine manages,
+// managed-resources' desired side is the engine's rendering; the manifests
+// route lists it.
+func TestManagedResourcesDesiredFromGit(t *testing.T) {
+	env, f := newEngineEnv(t)
+	root := env.token(t, userRoot, time.Hour)
+	f.desired[liveKey(projection.KindApp, "hanzo", "gateway")] = map[string]any{
+		"apiVersion": "hanzo.ai/v1", "kind": "App",
+		"metadata": map[string]any{"name": "gateway", "namespace": "hanzo"},
+		"spec":     map[string]any{"image": map[string]any{"repository": "ghcr.io/hanzoai/gateway", "tag": "v2.1.0"}},
+	}
+	r := env.get(t, "/api/v1/applications/gateway/managed-resources?kind=App", root)
+	var ans uiManagedResourcesResponse
+	if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &ans) != nil || len(ans.Items) != 1 {
+		t.Fatalf("managed-resources: %d %s", r.code, r.body)
+	}
+	it := ans.Items[0]
+	if !it.Modified || !strings.Contains(it.TargetState, `"tag":"v2.1.0"`) || !strings.Contains(it.NormalizedLiveState, `"tag":"v2.0.0"`) ||
+		!strings.Contains(it.Diff, `"/spec/image/tag"`) || strings.Contains(it.NormalizedLiveState, `"status"`) {
+		t.Fatalf("the App's diff: %+v", it)
+	}
+	r = env.get(t, "/api/v1/applications/gateway/manifests", root)
+	if r.code != http.StatusOK || !strings.Contains(r.body, `v2.1.0`) {
+		t.Fatalf("manifests: %d %s", r.code, r.body)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-	"gomodules.xyz/jsonpatch/v2"
 
 	"github.com/hanzoai/deploy/projection"
 )
@@ -84,9 +83,9 @@ func matchFilter(f map[string]string, ki projection.KindInfo, o *projection.Obje
 		(f["version"] == "" || f["version"] == ki.Version)
 }
 
-// desiredOf is the desired side of an object: the engine's rendering when
-// the engine manages it ("git"), else its parseable last-applied
-// configuration ("last-applied"), else none.
+// desiredOf is the desired side of an object, as the native resource route
+// takes it: the engine's rendering when the engine manages it ("git"), else
+// its parseable last-applied configuration ("last-applied"), else none.
 func (s *Server) desiredOf(k projection.Kind, live map[string]any) (map[string]any, string) {
 	md, _ := live["metadata"].(map[string]any)
 	ns, _ := md["namespace"].(string)
@@ -128,22 +127,21 @@ func (s *Server) diffItem(n *projection.NodeInfo, live map[string]any) (resource
 		item.TargetState, item.NormalizedLiveState, item.PredictedLiveState = "null", string(b), string(b)
 		return item, nil
 	}
-	desired = normalize(desired)
-	cut, err := json.Marshal(declaredPart(normLive, desired))
+	d, err := diffAgainst(live, desired)
 	if err != nil {
 		return item, err
 	}
-	want, err := json.Marshal(desired)
+	cut, err := json.Marshal(declaredPart(normLive, d.DesiredManifest))
 	if err != nil {
 		return item, err
 	}
-	ops, err := jsonpatch.CreatePatch(cut, want)
+	want, err := json.Marshal(d.DesiredManifest)
 	if err != nil {
 		return item, err
 	}
 	item.TargetState, item.NormalizedLiveState, item.PredictedLiveState = string(want), string(cut), string(want)
-	if len(ops) > 0 {
-		p, err := json.Marshal(ops)
+	if d.Modified {
+		p, err := json.Marshal(d.Patch)
 		if err != nil {
 			return item, err
 		}
