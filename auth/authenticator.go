@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,6 +155,22 @@ func (a *Authenticator) Ready() <-chan struct{} { return a.readyCh }
 // PublicOrigin is the normalized origin of DEPLOY_PUBLIC_URL ("" when unset
 // or invalid).
 func (a *Authenticator) PublicOrigin() string { return a.public.origin }
+
+// ClientInfo is what a sign-in page may show of the configured client: the
+// issuer, the client id and the scopes requested (no secret).
+type ClientInfo struct {
+	Issuer   string
+	ClientID string
+	Scopes   []string
+}
+
+// Client describes the configured OIDC client (the zero value when a is nil).
+func (a *Authenticator) Client() ClientInfo {
+	if a == nil {
+		return ClientInfo{}
+	}
+	return ClientInfo{Issuer: a.cfg.Issuer, ClientID: a.cfg.ClientID, Scopes: slices.Clone(a.cfg.Scopes)}
+}
 
 // Close stops the discovery retry, if running, and waits for it. It is
 // idempotent.

@@ -37,3 +37,32 @@ func SafeReturnPath(p string) string {
 	}
 	return p
 }
+
+// ReturnPathFromURL reads a return location as Argo CD's UI sends it in
+// return_url: an absolute URL of this site (origin, the public origin) or a
+// path. An absolute URL of another origin, or anything unparseable, gives
+// "/"; what is kept is always SafeReturnPath's.
+func ReturnPathFromURL(raw, origin string) string {
+	if strings.HasPrefix(raw, "/") {
+		return SafeReturnPath(raw)
+	}
+	o, ok := Origin(raw)
+	if !ok || origin == "" || o != origin {
+		return "/"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil {
+		return "/"
+	}
+	p := u.EscapedPath()
+	if p == "" {
+		p = "/"
+	}
+	if u.RawQuery != "" {
+		p += "?" + u.RawQuery
+	}
+	if u.Fragment != "" {
+		p += "#" + u.EscapedFragment()
+	}
+	return SafeReturnPath(p)
+}

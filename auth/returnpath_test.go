@@ -88,3 +88,49 @@ func FuzzSafeReturnPath(f *testing.F) {
 		}
 	})
 }
+
+func TestReturnPathFromURL(t *testing.T) {
+	const origin = "https://deploy.example.com"
+	for _, tc := range []struct{ in, want string }{
+		{"https://deploy.example.com/applications/web?view=tree", "/applications/web?view=tree"},
+		{"https://DEPLOY.example.com:443/applications", "/applications"},
+		{"https://deploy.example.com", "/"},
+		{"/applications/web", "/applications/web"},
+		{"https://evil.example/applications", "/"},
+		{"http://deploy.example.com/applications", "/"},
+		{"https://deploy.example.com.evil/x", "/"},
+		{"https://user@deploy.example.com/x", "/"},
+		{"https://deploy.example.com//evil", "/"},
+		{"https://deploy.example.com/a#b", "/a#b"},
+		{"//evil/x", "/"},
+		{"javascript:alert(1)", "/"},
+		{"", "/"},
+	} {
+		if got := ReturnPathFromURL(tc.in, origin); got != tc.want {
+			t.Errorf("ReturnPathFromURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzReturnPathFromURL(f *testing.F) {
+	for _, s := range []string{
+		"https://deploy.example.com/applications?x=1", "https://evil/x", "/a", "//evil", "https://deploy.example.com//evil",
+		"https://deploy.example.com/%2F%2Fevil", "https://deploy.example.com/\\evil", "https://deploy.example.com@evil/",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := ReturnPathFromURL(in, "https://deploy.example.com")
+		if SafeReturnPath(out) != out {
+			t.Fatalf("ReturnPathFromURL(%q) = %q, which is not a safe return path", in, out)
+		}
+		base, _ := url.Parse("https://deploy.example.com/auth/callback")
+		u, err := url.Parse(out)
+		if err != nil {
+			t.Fatalf("ReturnPathFromURL(%q) = %q: does not parse: %v", in, out, err)
+		}
+		if r := base.ResolveReference(u); r.Host != "deploy.example.com" || r.Scheme != "https" {
+			t.Fatalf("ReturnPathFromURL(%q) = %q resolves to %s", in, out, r)
+		}
+	})
+}

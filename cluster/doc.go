@@ -2,11 +2,13 @@
 // resolves the rest config, watches the closed registry of kinds, turns every
 // informer notification into a projection.Change for the single writer, and
 // performs the few reads and writes handlers ask for (live manifests, logs,
-// merge patches).
+// Events, merge patches).
 //
 // Invariants:
 //   - Closed registry. Only the kinds of projection.Registry are ever read;
-//     Secrets are not among them, so no code path here can read one.
+//     Secrets are not among them, so no code path here can read one. Events
+//     (projection.LiveOnly) are listed per request for one namespace and
+//     never watched or folded.
 //   - One watch per kind, cluster-wide, whatever the number of clients.
 //     Built-in kinds are read in protobuf through typed clients (ConfigMaps
 //     and PodDisruptionBudgets as metadata only: their data never crosses

@@ -29,12 +29,13 @@ func (w *Watcher) Get(ctx context.Context, kind projection.Kind, namespace, name
 }
 
 // PodLogs streams a container's log through the API server (the kubelet
-// behind it). tail and limitBytes bound what is read.
-func (w *Watcher) PodLogs(ctx context.Context, namespace, pod, container string, tail, limitBytes int64, follow bool) (io.ReadCloser, error) {
+// behind it). tail and limitBytes bound what is read; with timestamps each
+// line starts with its RFC 3339 time and a space.
+func (w *Watcher) PodLogs(ctx context.Context, namespace, pod, container string, tail, limitBytes int64, follow, timestamps bool) (io.ReadCloser, error) {
 	if w.core == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotConfigured, w.reason)
 	}
-	opts := &corev1.PodLogOptions{Container: container, Follow: follow}
+	opts := &corev1.PodLogOptions{Container: container, Follow: follow, Timestamps: timestamps}
 	if tail > 0 {
 		opts.TailLines = &tail
 	}

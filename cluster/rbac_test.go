@@ -51,7 +51,8 @@ func clusterRoleRules(t *testing.T) ([]rbacRule, []byte) {
 }
 
 // TestClusterRoleMatchesRegistry: the ClusterRole grants get, list and watch
-// on exactly the registry's resources, plus the write and logs grants, and
+// on exactly the registry's resources, list on the live-only kinds (Events),
+// plus the write and logs grants, and
 // neither it nor the registry mentions secrets.
 func TestClusterRoleMatchesRegistry(t *testing.T) {
 	rules, raw := clusterRoleRules(t)
@@ -75,6 +76,9 @@ func TestClusterRoleMatchesRegistry(t *testing.T) {
 			t.Errorf("the registry holds %s", ki.Name)
 		}
 		want[ki.Group+"/"+ki.Resource] = []string{"get", "list", "watch"}
+	}
+	for _, ki := range projection.LiveOnly() {
+		want[ki.Group+"/"+ki.Resource] = []string{"list"}
 	}
 	for k, verbs := range extraGrants {
 		want[k] = append(want[k], verbs...)

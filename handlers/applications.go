@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"iter"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -69,29 +70,81 @@ func (s *Server) lookup(c echo.Context, snap *projection.Snapshot, name, namespa
 	return nil, errorf(http.StatusBadRequest, "application "+quoteShort(name)+" exists in namespaces "+strings.Join(nss, ", ")+": add ?appNamespace=<namespace>")
 }
 
-// appParams are the query parameters of the single-application routes
-// (project is Argo CD's and is checked; the rest are accepted as the Argo
-// CD UI sends them and carry no meaning here).
-var appParams = []string{"appNamespace", "project", "refresh"}
+// appParams are the query parameters of the single-application routes.
+// Argo CD's REST gateway repeats path parameters in the query: name (and
+// applicationName, the path parameter of its resource-tree routes) must
+// then agree with the path. project narrows like appNamespace and must
+// agree with the app's project; refresh is accepted (the projection is
+// always current, so there is nothing to refresh).
+var appParams = []string{"name", "applicationName", "appNamespace", "project", "refresh"}
 
-// appFromPath resolves :name with ?appNamespace= and ?project=.
+// appFromPath resolves :name with ?appNamespace= and ?project=, checking
+// the gateway's repeated path parameters.
 func (s *Server) appFromPath(c echo.Context, snap *projection.Snapshot, extra ...string) (*projection.App, error) {
+	return s.resolveApp(c, snap, false, extra...)
+}
+
+// resolveApp is appFromPath; with nameIsResource, ?name= is not the app's
+// but the resource's (Argo CD's resource routes send the resource's name
+// there) and the caller checks it.
+func (s *Server) resolveApp(c echo.Context, snap *projection.Snapshot, nameIsResource bool, extra ...string) (*projection.App, error) {
 	q := c.QueryParams()
 	if err := checkParams(q, append(slices.Clone(appParams), extra...)...); err != nil {
+		return nil, err
+	}
+	name := c.Param("name")
+	keys := []string{"applicationName"}
+	if !nameIsResource {
+		keys = append(keys, "name")
+	}
+	for _, k := range keys {
+		if err := agrees(q, k, name, "application"); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkRefresh(q); err != nil {
 		return nil, err
 	}
 	ns, err := single(q, "appNamespace")
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.lookup(c, snap, c.Param("name"), ns)
+	project, err := single(q, "project")
 	if err != nil {
 		return nil, err
 	}
-	if p, _ := single(q, "project"); p != "" && p != a.Project {
-		return nil, errNotFound(a.Name)
+	a, err := s.lookup(c, snap, name, ns)
+	if err != nil {
+		return nil, err
+	}
+	if project != "" && project != a.Project {
+		return nil, errorf(http.StatusBadRequest, "application "+quoteShort(a.Name)+" belongs to project "+quoteShort(a.Project)+", not "+quoteShort(project))
 	}
 	return a, nil
+}
+
+// agrees checks a path parameter repeated in the query: every value given
+// must equal the path's.
+func agrees(q url.Values, key, path, what string) error {
+	for _, v := range q[key] {
+		if v != path {
+			return errorf(http.StatusBadRequest, "query parameter "+key+"="+quoteShort(v)+" contradicts the path, which names "+what+" "+quoteShort(path))
+		}
+	}
+	return nil
+}
+
+// checkRefresh accepts Argo CD's refresh parameter (normal or hard).
+func checkRefresh(q url.Values) error {
+	v, err := single(q, "refresh")
+	if err != nil {
+		return err
+	}
+	switch v {
+	case "", "normal", "hard", "true", "false":
+		return nil
+	}
+	return errorf(http.StatusBadRequest, "refresh must be normal or hard")
 }
 
 func (s *Server) listApplications(c echo.Context) error {
@@ -177,18 +230,24 @@ func (s *Server) syncWindows(c echo.Context) error {
 	return c.JSON(http.StatusOK, syncWindowsState{ActiveWindows: []struct{}{}, AssignedWindows: []struct{}{}, CanSync: sc.CanWrite()})
 }
 
+// revisionMetadata is Argo CD's RevisionMetadata; date is absent when
+// deployd does not know it (a declared release not rolled out yet).
 type revisionMetadata struct {
-	Date    string `json:"date"`
+	Date    string `json:"date,omitempty"`
 	Message string `json:"message"`
 }
 
-// revisionMetadata answers for a revision the app has run: {date, message}.
+// revisionMetadata answers for a revision the app has run, or the one it
+// declares now (sync.revision) even before it is rolled out: {date, message}.
 func (s *Server) revisionMetadata(c echo.Context) error {
-	a, err := s.appFromPath(c, s.d.Snapshots.Snapshot(), "sourceIndex", "versionId")
+	a, err := s.appFromPath(c, s.d.Snapshots.Snapshot(), "revision", "sourceIndex", "versionId")
 	if err != nil {
 		return err
 	}
 	rev := c.Param("rev")
+	if err := agrees(c.QueryParams(), "revision", rev, "revision"); err != nil {
+		return err
+	}
 	for i := len(a.History) - 1; i >= 0; i-- {
 		h := a.History[i]
 		if h.Revision == rev {
@@ -197,6 +256,11 @@ func (s *Server) revisionMetadata(c echo.Context) error {
 				Message: "release " + h.Revision + " of " + a.Name,
 			})
 		}
+	}
+	if rev != "" && rev == a.Application().Status.Sync.Revision {
+		return c.JSON(http.StatusOK, revisionMetadata{
+			Message: "release " + rev + " of " + a.Name + ", declared and not rolled out yet",
+		})
 	}
 	return errorf(http.StatusNotFound, "revision "+quoteShort(rev)+" is not in the history of "+quoteShort(a.Name))
 }

@@ -80,8 +80,14 @@ type dexConnector struct {
 	Type string `json:"type"`
 }
 
+// oidcConfig is Argo CD's OIDCConfig as its UI reads it: with it set, the
+// login page offers "Log in via <name>", which leads to /auth/login. PKCE
+// in the browser stays off: the code flow runs on the server.
 type oidcConfig struct {
-	Name string `json:"name"`
+	Name     string   `json:"name"`
+	Issuer   string   `json:"issuer,omitempty"`
+	ClientID string   `json:"clientID,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
 }
 
 type help struct {
@@ -92,12 +98,16 @@ type help struct {
 
 // settings answers Argo CD's AuthSettings: the public URL, no secrets.
 func (s *Server) settings(c echo.Context) error {
+	if err := checkParams(c.QueryParams()); err != nil {
+		return err
+	}
+	ci := s.d.Auth.Client()
 	return c.JSON(http.StatusOK, authSettings{
 		URL:                       s.d.PublicURL,
 		AppLabelKey:               projection.LabelInstance,
 		GoogleAnalytics:           googleAnalytics{AnonymizeUsers: true},
 		DexConfig:                 dexConfig{Connectors: []dexConnector{}},
-		OIDCConfig:                oidcConfig{Name: "Hanzo"},
+		OIDCConfig:                oidcConfig{Name: "Hanzo", Issuer: ci.Issuer, ClientID: ci.ClientID, Scopes: ci.Scopes},
 		Help:                      help{BinaryURLs: map[string]string{}},
 		UserLoginsDisabled:        true,
 		KustomizeVersions:         []string{},
@@ -221,9 +231,19 @@ func (s *Server) clusters(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkParams(c.QueryParams()); err != nil {
+	q := c.QueryParams()
+	if err := checkParams(q, "fields"); err != nil {
 		return err
 	}
+	fields, err := listFields(q)
+	if err != nil {
+		return err
+	}
+	return jsonFields(c, s.clusterList(sc), fields)
+}
+
+// clusterList is the one cluster deployd reads, counted within the scope.
+func (s *Server) clusterList(sc auth.Scope) clusterList {
 	snap := s.d.Snapshots.Snapshot()
 	n := 0
 	for range s.visibleRows(snap, sc) {
@@ -234,11 +254,49 @@ func (s *Server) clusters(c echo.Context) error {
 	if !st.Ready {
 		state = connectionState{Status: "Failed", Message: st.Reason}
 	}
-	return c.JSON(http.StatusOK, clusterList{
+	return clusterList{
 		Metadata: listMeta{ResourceVersion: uintString(snap.Revision)},
 		Items: []cluster{{Name: s.d.ClusterName, Server: s.d.Projection.ClusterServer,
 			Info: clusterInfo{ApplicationsCount: n, ConnectionState: state, CacheInfo: cacheInfo{APIsCount: len(projection.Registry())}}}},
-	})
+	}
+}
+
+// getCluster answers Argo CD's GET clusters/{id.value}?id.type=url|name|
+// name_escaped: the one cluster deployd reads, by its server URL or name.
+func (s *Server) getCluster(c echo.Context) error {
+	sc, err := scopeOf(c)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	if err := checkParams(q, "id.type", "id.value"); err != nil {
+		return err
+	}
+	idType, err := single(q, "id.type")
+	if err != nil {
+		return err
+	}
+	// The server URL comes percent-encoded in one segment, decoded once by
+	// decodeParams.
+	id := c.Param("server")
+	if err := agrees(q, "id.value", id, "cluster"); err != nil {
+		return err
+	}
+	list := s.clusterList(sc)
+	cl := list.Items[0]
+	var match bool
+	switch idType {
+	case "", "url":
+		match = id == cl.Server
+	case "name", "name_escaped":
+		match = id == cl.Name
+	default:
+		return errorf(http.StatusBadRequest, "id.type must be url, name or name_escaped")
+	}
+	if !match {
+		return errorf(http.StatusNotFound, "cluster "+quoteShort(id)+" not found: deployd reads one cluster, "+quoteShort(cl.Server)+" ("+cl.Name+")")
+	}
+	return c.JSON(http.StatusOK, cl)
 }
 
 type projectList struct {
@@ -277,7 +335,12 @@ func (s *Server) projects(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkParams(c.QueryParams()); err != nil {
+	q := c.QueryParams()
+	if err := checkParams(q, "fields"); err != nil {
+		return err
+	}
+	fields, err := listFields(q)
+	if err != nil {
 		return err
 	}
 	snap := s.d.Snapshots.Snapshot()
@@ -305,7 +368,7 @@ func (s *Server) projects(c echo.Context) error {
 	for _, k := range keys {
 		out.Items = append(out.Items, project{Metadata: names[k], Spec: projectSpec{SourceRepos: []string{"*"}, Destinations: []destination{dest}}})
 	}
-	return c.JSON(http.StatusOK, out)
+	return jsonFields(c, out, fields)
 }
 
 type gitopsBody struct {

@@ -261,6 +261,11 @@ type uiAuthSettings struct {
 	} `json:"dexConfig"`
 	OIDCConfig struct {
 		Name string `json:"name"`
+		// issuer, clientID and scopes are on Argo CD's OIDCConfig API
+		// type (server/settings/settings.proto).
+		Issuer   string   `json:"issuer,omitempty"`
+		ClientID string   `json:"clientID,omitempty"`
+		Scopes   []string `json:"scopes,omitempty"`
 	} `json:"oidcConfig"`
 	Help struct {
 		ChatURL    string            `json:"chatUrl"`

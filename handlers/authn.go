@@ -124,7 +124,8 @@ func (s *Session) bearerPrincipal(ctx context.Context, header string) (*auth.Pri
 // anyone themselves: the sign-in routes and the health probes.
 func isSessionRoute(path string) bool {
 	switch path {
-	case auth.LoginPath, auth.CallbackPath, logoutPath, userinfoPath, "/v1/deploy/health", "/v1/paas/health":
+	case auth.LoginPath, auth.CallbackPath, logoutPath, userinfoPath, "/v1/deploy/health", "/v1/paas/health",
+		argoLoginPath, argoCallbackPath, argoLogoutPath, argoSessionPath, argoUserinfoPath:
 		return true
 	}
 	return false

@@ -1,6 +1,8 @@
 // Package handlers is deployd's HTTP surface: the Echo v4 routes of the
 // /v1/deploy (Argo CD dialect and native) and /v1/paas contracts, their
-// middleware, and one central error handler.
+// middleware, and one central error handler. The Argo CD dialect is also
+// served at Argo CD's own paths (/api/v1, /api/version, /auth/…), mounted
+// from the same table (argoroutes.go) so the two cannot drift.
 //
 // Invariants:
 //   - Handlers compute no domain state. They read the current immutable
@@ -29,4 +31,7 @@
 //     release source's generation, so a cached or 304 answer is never older
 //     than either. GET /v1/paas/stream/apps re-reads the board when either
 //     moves and sends the rows whose view changed (paas_stream.go).
+//   - Routes that name one object of an app (resource, actions, events,
+//     managed-resources) find it in the app's tree only, and only for kinds
+//     deployd reads: no query reaches a Secret or another app's object.
 package handlers

@@ -66,6 +66,41 @@ var isolationMatrix = []struct {
 	{"/v1/deploy/health", [6]int{200, 200, 200, 200, 200, 200}},
 	{"/v1/paas/health", [6]int{200, 200, 200, 200, 200, 200}},
 	{"/v1/deploy/session/userinfo", [6]int{200, 200, 200, 200, 200, 200}},
+
+	// Argo CD's own paths, and the routes its UI needs.
+	{"/api/v1/applications", [6]int{200, 200, 200, 403, 401, 401}},
+	{"/api/v1/applications?fields=items.metadata.name,items.metadata.uid&refresh=normal", [6]int{200, 200, 200, 403, 401, 401}},
+	{"/api/v1/applications/web?appNamespace=tenant-acme&refresh=normal", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/api", [6]int{200, 404, 200, 403, 401, 401}},
+	{"/api/v1/applications/iam?appNamespace=hanzo", [6]int{200, 404, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/resource-tree", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/syncwindows?name=web&appNamespace=tenant-acme", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/revisions/v3.2.1/metadata", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/iam/revisions/v1.5.0/metadata?appNamespace=hanzo-testnet", [6]int{200, 404, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/managed-resources", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/api/managed-resources", [6]int{200, 404, 200, 403, 401, 401}},
+	{"/v1/deploy/applications/iam/managed-resources?appNamespace=hanzo", [6]int{200, 404, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/resource?" + webResource, [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/api/resource?appNamespace=tenant-globex&namespace=tenant-globex&resourceName=api&version=v1&kind=Deployment&group=apps", [6]int{200, 404, 200, 403, 401, 401}},
+	{"/api/v1/applications/web/resource?appNamespace=tenant-acme&namespace=tenant-globex&resourceName=api&version=v1&kind=Deployment&group=apps", [6]int{404, 404, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/resource?namespace=tenant-acme&resourceName=web-env&version=v1&kind=Secret&group=", [6]int{400, 400, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/resource/actions?" + webResource, [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/resource/links?" + webResource, [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/links", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/events", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/api/events", [6]int{200, 404, 200, 403, 401, 401}},
+	{"/api/v1/applications/web/events?resourceUID=60000000-0000-0000-0000-000000000002", [6]int{404, 404, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/manifests", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/iam/manifests?appNamespace=hanzo", [6]int{200, 404, 404, 403, 401, 401}},
+	{"/api/v1/applications/web/logs?follow=false", [6]int{200, 200, 404, 403, 401, 401}},
+	{"/api/v1/applications/api/logs?follow=false", [6]int{404, 404, 404, 403, 401, 401}}, // api has no running pod
+	{"/api/v1/clusters", [6]int{200, 200, 200, 403, 401, 401}},
+	{"/api/v1/clusters/https%3A%2F%2Fkubernetes.default.svc?id.type=url", [6]int{200, 200, 200, 403, 401, 401}},
+	{"/api/v1/projects?fields=items.metadata.name", [6]int{200, 200, 200, 403, 401, 401}},
+	{"/api/v1/settings", [6]int{200, 200, 200, 200, 401, 401}},
+	{"/api/version", [6]int{200, 200, 200, 200, 401, 401}},
+	{"/api/v1/account/can-i/applications/get/default/tenant-globex/api", [6]int{200, 200, 200, 200, 401, 401}},
+	{"/api/v1/session/userinfo", [6]int{200, 200, 200, 200, 200, 200}},
 }
 
 // TestTenantIsolation runs the matrix and checks every body for another
@@ -107,6 +142,14 @@ func TestOtherTenantIsLikeMissing(t *testing.T) {
 		{"/v1/deploy/canary/tree", "/v1/deploy/canarx/tree"},
 		{"/v1/deploy/canary/logs", "/v1/deploy/canarx/logs"},
 		{"/v1/deploy/canary/resource/hanzo.ai:App:tenant-globex:canary", "/v1/deploy/canarx/resource/hanzo.ai:App:tenant-globex:canary"},
+		{"/api/v1/applications/canary", "/api/v1/applications/canarx"},
+		{"/api/v1/applications/canary/managed-resources", "/api/v1/applications/canarx/managed-resources"},
+		{"/api/v1/applications/canary/events", "/api/v1/applications/canarx/events"},
+		{"/api/v1/applications/canary/manifests", "/api/v1/applications/canarx/manifests"},
+		{"/api/v1/applications/canary/links", "/api/v1/applications/canarx/links"},
+		{"/api/v1/applications/canary/logs", "/api/v1/applications/canarx/logs"},
+		{"/api/v1/applications/canary/resource?namespace=tenant-globex&resourceName=canary&version=v1&kind=App&group=hanzo.ai", "/api/v1/applications/canarx/resource?namespace=tenant-globex&resourceName=canary&version=v1&kind=App&group=hanzo.ai"},
+		{"/api/v1/applications/canary/resource/actions?namespace=tenant-globex&resourceName=canary&version=v1&kind=App&group=hanzo.ai", "/api/v1/applications/canarx/resource/actions?namespace=tenant-globex&resourceName=canary&version=v1&kind=App&group=hanzo.ai"},
 	} {
 		other, missing := env.get(t, pair[0], acme), env.get(t, pair[1], acme)
 		if other.code != http.StatusNotFound || other.code != missing.code {

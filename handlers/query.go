@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/labstack/echo/v4"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -79,11 +80,14 @@ type listQuery struct {
 	fieldsText   string
 }
 
-var listParams = []string{"name", "projects", "selector", "appNamespace", "fields"}
+var listParams = []string{"name", "projects", "selector", "appNamespace", "fields", "refresh"}
 
 func parseListQuery(q url.Values) (listQuery, error) {
 	var lq listQuery
 	if err := checkParams(q, listParams...); err != nil {
+		return lq, err
+	}
+	if err := checkRefresh(q); err != nil {
 		return lq, err
 	}
 	var err error
@@ -240,3 +244,29 @@ func mergeField(dst, src any, path []string) any {
 }
 
 func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
+
+// listFields reads a list route's fields parameter (Argo CD's field
+// selection, as on the applications list).
+func listFields(q url.Values) ([][]string, error) {
+	text, err := single(q, "fields")
+	if err != nil {
+		return nil, err
+	}
+	return parseFields(text)
+}
+
+// jsonFields answers v as JSON, cut to the given fields when there are any.
+func jsonFields(c echo.Context, v any, fields [][]string) error {
+	if fields == nil {
+		return c.JSON(http.StatusOK, v)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, selectFields(doc, fields))
+}

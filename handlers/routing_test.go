@@ -197,11 +197,11 @@ func TestCrawlAPI(t *testing.T) {
 	env, _ := newWriteEnv(t)
 	withHub(t, env)
 	root := env.token(t, userRoot, time.Hour)
-	fill := strings.NewReplacer(":name", "web", ":app", "web", ":rev", "v3.2.1", ":ref", "apps:Deployment:tenant-acme:web",
+	fill := strings.NewReplacer(":server", "in-cluster", ":name", "web", ":app", "web", ":rev", "v3.2.1", ":ref", "apps:Deployment:tenant-acme:web",
 		":resource", "applications", ":action", "get", "*", "default/web")
 	seen := map[string]bool{}
 	for _, rt := range env.srv.Echo().Routes() {
-		if !strings.HasPrefix(rt.Path, "/v1") || strings.Contains(rt.Path, "stream") || rt.Method == "echo_route_not_found" {
+		if !(strings.HasPrefix(rt.Path, "/v1") || strings.HasPrefix(rt.Path, "/api")) || strings.Contains(rt.Path, "stream") || rt.Method == "echo_route_not_found" {
 			continue
 		}
 		path := fill.Replace(rt.Path)
@@ -238,18 +238,19 @@ func TestCrawlAPI(t *testing.T) {
 
 	invented := []string{
 		"/v1/", "/v1", "/v1/deploy", "/v1/deploy/", "/v1/paas", "/v1/paas/", "/v1/nope", "/v1/deploy/nope/at/all",
-		"/v1/deploy/applications/iam/managed-resources", "/v1/deploy/applications/iam/events", "/v1/deploy/applications/iam/links",
-		"/v1/deploy/applications/iam/resource", "/v1/deploy/applications/iam/resource/actions", "/v1/deploy/applications/iam/manifests",
-		"/v1/deploy/applications/iam/logs", "/v1/deploy/applications/iam/pods/x/logs", "/v1/deploy/applications/web/revisions/v3.2.1",
+		"/v1/deploy/applications/iam/managed-resource", "/v1/deploy/applications/iam/event", "/v1/deploy/applications/iam/links/x",
+		"/v1/deploy/applications/iam/resources", "/v1/deploy/applications/iam/resource/actions/v3", "/v1/deploy/applications/iam/manifest",
+		"/v1/deploy/applications/iam/log", "/v1/deploy/applications/iam/pods/x/logs", "/v1/deploy/applications/web/revisions/v3.2.1",
 		"/v1/deploy/applications/web/revisions/v3.2.1/chart-details", "/v1/deploy/applications/web/resource-tree/x",
 		"/v1/deploy/applicatons", "/v1/deploy/application/web", "/v1/deploy/web/tree/x", "/v1/deploy/web/trees",
-		"/v1/deploy/web/resource", "/v1/deploy/web/log", "/v1/deploy/web/logs/x", "/v1/deploy/clusters/in-cluster",
+		"/v1/deploy/web/resource", "/v1/deploy/web/log", "/v1/deploy/web/logs/x", "/v1/deploy/clusters/in-cluster/invalidate-cache",
 		"/v1/deploy/projects/default", "/v1/deploy/projects/default/detailed", "/v1/deploy/settings/plugins", "/v1/deploy/versions",
 		"/v1/deploy/session", "/v1/deploy/session/userinfo/x", "/v1/deploy/account", "/v1/deploy/account/can-i",
 		"/v1/deploy/stream", "/v1/deploy/stream/applications/web", "/v1/deploy/stream/applications/web/tree", "/v1/deploy/gitops/x",
 		"/v1/paas/app", "/v1/paas/apps/web/x", "/v1/paas/apps/web/deploy/x", "/v1/paas/healthz", "/v1/paas/apps/web/history",
 		"/v1/deploy/health/x", "/v1/deploy/index.html", "/v1/deploy/js/main.js", "/v1/index.html", "/v1/%2e%2e/index.html",
-		"/api/v1/applications", "/api/version", "/api/", "/api",
+		"/api/v1/applicationsets", "/api/v1/repositories", "/api/v1/applications/web/nope", "/api/versions", "/api/v2/applications",
+		"/api/", "/api",
 	}
 	if len(invented) < 50 {
 		t.Fatalf("only %d invented paths", len(invented))
@@ -270,7 +271,7 @@ func TestCrawlAPI(t *testing.T) {
 			}
 		}
 	}
-	if r := env.get(t, "/v1/deploy/applications/iam/managed-resources", root); !strings.Contains(errorMessage(t, r), "/v1/deploy/applications/iam/managed-resources") {
+	if r := env.get(t, "/v1/deploy/applications/iam/managed-resource", root); !strings.Contains(errorMessage(t, r), "/v1/deploy/applications/iam/managed-resource") {
 		t.Errorf("the 404 does not name the path: %s", r.body)
 	}
 

@@ -54,6 +54,8 @@ type LogRequest struct {
 	TailLines  int64
 	LimitBytes int64
 	Follow     bool
+	// Timestamps prefixes each line with its RFC 3339 time and a space.
+	Timestamps bool
 }
 
 // LogReader streams a container's log from the kubelet through the API
@@ -80,6 +82,8 @@ type Deps struct {
 	Cluster func() ClusterStatus
 	Live    LiveReader
 	Logs    LogReader
+	// Events lists Events live for the events route; nil answers 503.
+	Events EventReader
 	// Writer performs the writes; nil disables them (503).
 	Writer Writer
 	// Hub serves the streams; nil leaves them out.
@@ -119,6 +123,8 @@ type Server struct {
 	e       *echo.Echo
 	session *Session
 	cache   *responseCache
+	// writes are the write routes ("POST /path/:name/sync"), audited.
+	writes map[string]bool
 }
 
 // New builds the Echo server with every route and middleware.
@@ -135,7 +141,7 @@ func New(d Deps) *Server {
 	if d.ClusterName == "" {
 		d.ClusterName = "in-cluster"
 	}
-	s := &Server{d: d, e: echo.New(), session: NewSession(d.Auth, d.Log), cache: newResponseCache(256)}
+	s := &Server{d: d, e: echo.New(), session: NewSession(d.Auth, d.Log), cache: newResponseCache(256), writes: map[string]bool{}}
 	s.session.metrics = d.Metrics
 	e := s.e
 	e.HideBanner, e.HidePort = true, true
@@ -155,6 +161,7 @@ func New(d Deps) *Server {
 	)
 	s.session.Register(e)
 	s.routes()
+	s.mountArgo()
 	s.streamRoutes()
 	s.writeRoutes()
 	s.engineRoutes()
@@ -188,23 +195,10 @@ func (s *Server) Echo() *echo.Echo { return s.e }
 func (s *Server) routes() {
 	e := s.e
 	scoped := []echo.MiddlewareFunc{RequireScope(), s.requireReady}
-	validated := []echo.MiddlewareFunc{s.requirePrincipal}
 
 	e.GET("/v1/deploy/health", s.health("deploy"))
 	e.GET("/v1/paas/health", s.health("paas"))
 
-	e.GET("/v1/deploy/settings", s.settings, validated...)
-	e.GET("/v1/deploy/version", s.version, validated...)
-	e.GET("/v1/deploy/account/can-i/:resource/:action/*", s.canI, validated...)
-	e.GET("/v1/deploy/account/can-i/:resource/:action", s.canI, validated...)
-
-	e.GET("/v1/deploy/applications", s.listApplications, scoped...)
-	e.GET("/v1/deploy/applications/:name", s.getApplication, scoped...)
-	e.GET("/v1/deploy/applications/:name/resource-tree", s.getTree, scoped...)
-	e.GET("/v1/deploy/applications/:name/syncwindows", s.syncWindows, scoped...)
-	e.GET("/v1/deploy/applications/:name/revisions/:rev/metadata", s.revisionMetadata, scoped...)
-	e.GET("/v1/deploy/clusters", s.clusters, scoped...)
-	e.GET("/v1/deploy/projects", s.projects, scoped...)
 	e.GET("/v1/deploy/gitops", s.gitops, append(scoped, s.requireSuperAdmin)...)
 
 	e.GET("/v1/deploy/:name/tree", s.nativeTree, scoped...)

@@ -112,17 +112,64 @@ func (l *fakeLogs) Logs(_ context.Context, r LogRequest) (io.ReadCloser, error) 
 	return io.NopCloser(strings.NewReader(l.text)), nil
 }
 
+// fakeEvents serves Events as the API server lists them: by namespace, and
+// by involvedObject.uid when one is given.
+type fakeEvents struct {
+	items []map[string]any
+	err   error
+}
+
+func (f *fakeEvents) Events(_ context.Context, ns, uid string) ([]map[string]any, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []map[string]any
+	for _, e := range f.items {
+		md := e["metadata"].(map[string]any)
+		io := e["involvedObject"].(map[string]any)
+		if md["namespace"] == ns && (uid == "" || io["uid"] == uid) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// fleetEvent is an Event about one object of the golden fleet.
+func fleetEvent(ns, name, kind, objName, uid, reason, at string) map[string]any {
+	return map[string]any{
+		"apiVersion": "v1", "kind": "Event",
+		"metadata": map[string]any{"name": name, "namespace": ns, "uid": "e-" + name, "resourceVersion": "7", "creationTimestamp": at,
+			"managedFields": []any{map[string]any{"manager": "kubelet"}}},
+		"involvedObject": map[string]any{"kind": kind, "namespace": ns, "name": objName, "uid": uid, "apiVersion": "v1"},
+		"reason":         reason, "message": reason + " of " + objName, "type": "Normal", "count": int64(1),
+		"firstTimestamp": at, "lastTimestamp": at, "source": map[string]any{"component": "kubelet"},
+	}
+}
+
+// fleetEvents: two of web's objects, one of worker's (same namespace,
+// another app), one of globex's api, and one of a pod that is gone.
+func fleetEvents() *fakeEvents {
+	return &fakeEvents{items: []map[string]any{
+		fleetEvent("tenant-acme", "web-pod.1", "Pod", "web-55d6c7-x2x2x", "40000000-0000-0000-0000-000000000004", "Pulled", "2026-11-30T10:00:02Z"),
+		fleetEvent("tenant-acme", "web-deploy.1", "Deployment", "web", "40000000-0000-0000-0000-000000000002", "ScalingReplicaSet", "2026-11-30T10:00:01Z"),
+		fleetEvent("tenant-acme", "worker-deploy.1", "Deployment", "worker", "50000000-0000-0000-0000-000000000002", "ScalingReplicaSet", "2026-11-30T10:00:03Z"),
+		fleetEvent("tenant-globex", "api-deploy.1", "Deployment", "api", "60000000-0000-0000-0000-000000000002", "ScalingReplicaSet", "2026-11-30T10:00:04Z"),
+		fleetEvent("tenant-acme", "gone-pod.1", "Pod", "web-55d6c7-gone", "40000000-0000-0000-0000-0000000000ff", "Killing", "2026-11-30T09:00:00Z"),
+	}}
+}
+
 // serverEnv is the whole HTTP surface over the golden fleet, with sign-in
 // against an in-process mockoidc provider.
 type serverEnv struct {
-	URL   string
-	m     *mockoidc.MockOIDC
-	a     *auth.Authenticator
-	clock *signinClock
-	logs  *authtest.LogBuffer
-	store *projection.Store
-	live  *fakeLive
-	pods  *fakeLogs
+	URL    string
+	m      *mockoidc.MockOIDC
+	a      *auth.Authenticator
+	clock  *signinClock
+	logs   *authtest.LogBuffer
+	store  *projection.Store
+	live   *fakeLive
+	pods   *fakeLogs
+	events *fakeEvents
 	// metrics records what the server does (served by no listener here).
 	metrics *metrics.Metrics
 	mu      sync.Mutex
@@ -165,6 +212,7 @@ func newServerEnvWith(t testing.TB, with func(*Deps)) *serverEnv {
 		store:  projection.NewStore(testProjectionConfig()),
 		live:   newFakeLive(objs),
 		pods:   &fakeLogs{text: "listening on :8000\nready\n"},
+		events: fleetEvents(),
 		status: readyCluster,
 	}
 	var batch []projection.Change
@@ -189,7 +237,7 @@ func newServerEnvWith(t testing.TB, with func(*Deps)) *serverEnv {
 		Metrics: env.metrics,
 		Log:     log, Snapshots: env.store, Projection: testProjectionConfig(),
 		Cluster: func() ClusterStatus { env.mu.Lock(); defer env.mu.Unlock(); return env.status },
-		Live:    env.live, Logs: env.pods, Auth: env.a, PublicURL: env.URL, ClusterName: "in-cluster",
+		Live:    env.live, Logs: env.pods, Events: env.events, Auth: env.a, PublicURL: env.URL, ClusterName: "in-cluster",
 		Version: Version{Version: "v0.1.0", BuildDate: "2026-11-01T00:00:00Z", GitCommit: "abc1234"},
 		Now:     env.clock.Now, Web: web.Handler(),
 	}

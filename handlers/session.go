@@ -14,6 +14,16 @@ import (
 const (
 	logoutPath   = "/v1/deploy/logout"
 	userinfoPath = "/v1/deploy/session/userinfo"
+
+	// Argo CD's paths of the same flow, for its UI: /auth/login and
+	// /auth/callback lead into the sign-in above (the identity provider
+	// still returns to CallbackPath), /auth/logout and DELETE
+	// /api/v1/session end the session.
+	argoLoginPath    = "/auth/login"
+	argoCallbackPath = "/auth/callback"
+	argoLogoutPath   = "/auth/logout"
+	argoSessionPath  = "/api/v1/session"
+	argoUserinfoPath = "/api/v1/session/userinfo"
 )
 
 // Session serves the sign-in routes and the authentication middleware.
@@ -37,11 +47,49 @@ func NewSession(a *auth.Authenticator, log *slog.Logger) *Session {
 //	GET  /v1/deploy/callback          completes the sign-in, 302 to the return path
 //	POST /v1/deploy/logout            ends the session
 //	GET  /v1/deploy/session/userinfo  who is signed in (never 401)
+//
+// and Argo CD's paths of the same flow: GET /auth/login?return_url=
+// (an absolute URL of this site or a path), GET /auth/callback (302 to
+// /v1/deploy/callback with its query), GET
+// /auth/logout (302 to /), DELETE /api/v1/session and GET
+// /api/v1/session/userinfo.
 func (s *Session) Register(e *echo.Echo) {
 	e.GET(auth.LoginPath, s.login)
 	e.GET(auth.CallbackPath, s.callback)
 	e.POST(logoutPath, s.logout)
 	e.GET(userinfoPath, s.userinfo)
+
+	e.GET(argoLoginPath, s.argoLogin)
+	e.GET(argoCallbackPath, s.argoCallback)
+	e.GET(argoLogoutPath, s.argoLogout)
+	e.DELETE(argoSessionPath, s.logout)
+	e.GET(argoUserinfoPath, s.userinfo)
+}
+
+// argoLogin is Argo CD's /auth/login: return_url is the page to go back to.
+func (s *Session) argoLogin(c echo.Context) error {
+	return s.startLogin(c, auth.ReturnPathFromURL(c.QueryParam("return_url"), s.auth.PublicOrigin()))
+}
+
+// argoCallback hands Argo CD's /auth/callback over to deployd's callback,
+// query and all: the sign-in flow's cookie is scoped to that path.
+func (s *Session) argoCallback(c echo.Context) error {
+	noStore(c)
+	to := auth.CallbackPath
+	if q := c.Request().URL.RawQuery; q != "" {
+		to += "?" + q
+	}
+	return c.Redirect(http.StatusFound, to)
+}
+
+// argoLogout is Argo CD's /auth/logout, a navigation: the session ends and
+// the browser goes to the start page.
+func (s *Session) argoLogout(c echo.Context) error {
+	noStore(c)
+	for _, ck := range s.auth.ClearSessionCookies() {
+		c.SetCookie(ck)
+	}
+	return c.Redirect(http.StatusFound, "/")
 }
 
 func noStore(c echo.Context) {
@@ -49,8 +97,12 @@ func noStore(c echo.Context) {
 }
 
 func (s *Session) login(c echo.Context) error {
+	return s.startLogin(c, c.QueryParam("returnTo"))
+}
+
+func (s *Session) startLogin(c echo.Context, returnTo string) error {
 	noStore(c)
-	l, err := s.auth.StartLogin(c.QueryParam("returnTo"))
+	l, err := s.auth.StartLogin(returnTo)
 	if err != nil {
 		if errors.Is(err, auth.ErrDisabled) {
 			return errorf(http.StatusServiceUnavailable, err.Error())

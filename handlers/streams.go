@@ -10,16 +10,6 @@ import (
 	"github.com/hanzoai/deploy/stream"
 )
 
-// streamRoutes mounts the SSE streams of the fleet and of one tree.
-func (s *Server) streamRoutes() {
-	if s.d.Hub == nil {
-		return
-	}
-	scoped := []echo.MiddlewareFunc{RequireScope(), s.requireReady}
-	s.e.GET("/v1/deploy/stream/applications", s.streamApplications, scoped...)
-	s.e.GET("/v1/deploy/stream/applications/:name/resource-tree", s.streamTree, scoped...)
-}
-
 // streamApplications: the Argo CD watch stream, filtered by the caller's
 // scope first, resumable with Last-Event-ID, ending when the token expires.
 func (s *Server) streamApplications(c echo.Context) error {

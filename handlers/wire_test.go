@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -45,6 +47,24 @@ var wireRoutes = []struct {
 	{"paas.apps.json", "superadmin", "/v1/paas/apps", func() any { return &paasList{} }},
 	{"paas.app.api.json", "superadmin", "/v1/paas/apps/api", func() any { return &projection.AppView{} }},
 	{"health.json", "superadmin", "/v1/deploy/health", func() any { return &healthBody{} }},
+
+	// Argo CD's own paths and the routes its UI needs beyond the list and
+	// the tree.
+	{"api.version.json", "acme", "/api/version", func() any { return &uiVersionMessage{} }},
+	{"api.applications.acme.json", "acme", "/api/v1/applications?projects=default&selector=&appNamespace=", func() any { return &uiApplicationList{} }},
+	{"managed-resources.iam.json", "superadmin", "/api/v1/applications/iam/managed-resources?appNamespace=hanzo&fields=", func() any { return &uiManagedResourcesResponse{} }},
+	{"managed-resources.web-deployment.json", "acme", "/api/v1/applications/web/managed-resources?appNamespace=tenant-acme&group=apps&kind=Deployment&namespace=tenant-acme&name=web", func() any { return &uiManagedResourcesResponse{} }},
+	{"resource.web-pod.json", "acme", "/api/v1/applications/web/resource?name=web-55d6c7-x2x2x&appNamespace=tenant-acme&namespace=tenant-acme&resourceName=web-55d6c7-x2x2x&version=v1&kind=Pod&group=", func() any { return &uiApplicationResourceResponse{} }},
+	{"resource-actions.web-deployment.json", "superadmin", "/api/v1/applications/web/resource/actions?appNamespace=tenant-acme&namespace=tenant-acme&resourceName=web&version=v1&kind=Deployment&group=apps", func() any { return &uiResourceActionsListResponse{} }},
+	{"resource-actions.web-deployment.acme.json", "acme", "/api/v1/applications/web/resource/actions?appNamespace=tenant-acme&namespace=tenant-acme&resourceName=web&version=v1&kind=Deployment&group=apps", func() any { return &uiResourceActionsListResponse{} }},
+	{"resource-actions.web-pod.json", "acme", "/api/v1/applications/web/resource/actions?appNamespace=tenant-acme&namespace=tenant-acme&resourceName=web-55d6c7-x2x2x&version=v1&kind=Pod&group=", func() any { return &uiResourceActionsListResponse{} }},
+	{"resource-links.web-deployment.json", "acme", "/api/v1/applications/web/resource/links?name=web&appNamespace=tenant-acme&namespace=tenant-acme&resourceName=web&version=v1&kind=Deployment&group=apps", func() any { return &uiLinksResponse{} }},
+	{"links.web.json", "acme", "/api/v1/applications/web/links?namespace=tenant-acme", func() any { return &uiLinksResponse{} }},
+	{"events.web.json", "acme", "/api/v1/applications/web/events?appNamespace=tenant-acme", func() any { return &corev1.EventList{} }},
+	{"events.web-pod.json", "acme", "/api/v1/applications/web/events?appNamespace=tenant-acme&resourceUID=40000000-0000-0000-0000-000000000004&resourceNamespace=tenant-acme&resourceName=web-55d6c7-x2x2x", func() any { return &corev1.EventList{} }},
+	{"cluster.json", "acme", "/api/v1/clusters/https%3A%2F%2Fkubernetes.default.svc?id.type=url", func() any { return &uiCluster{} }},
+	{"manifests.iam.json", "superadmin", "/api/v1/applications/iam/manifests?name=iam&appNamespace=hanzo&revision=", func() any { return &uiManifestResponse{} }},
+	{"api.revision-metadata.json", "acme", "/api/v1/applications/web/revisions/v3.2.1/metadata?appNamespace=tenant-acme", func() any { return &uiRevisionMetadata{} }},
 }
 
 type gitopsWire struct {
@@ -120,6 +140,7 @@ func TestWireShapes(t *testing.T) {
 		body := goVersion.ReplaceAllString(r.body, `"GoVersion":"go"`)
 		body = strings.ReplaceAll(body, env.URL, "http://deployd.test")
 		body = strings.ReplaceAll(body, env.m.Issuer(), "http://issuer.test")
+		body = strings.ReplaceAll(body, env.m.ClientID, "deployd-client")
 		golden(t, w.golden, []byte(body))
 		dec := json.NewDecoder(bytes.NewReader([]byte(body)))
 		dec.DisallowUnknownFields()

@@ -33,11 +33,14 @@ type Writer interface {
 func (s *Server) writeRoutes() {
 	e := s.e
 	w := []echo.MiddlewareFunc{s.requireWriter, s.requireReady}
-	e.POST("/v1/deploy/applications/:name/sync", s.sync(appParams), w...)
-	e.POST("/v1/deploy/applications/:name/rollback", s.rollback(appParams), w...)
-	e.POST("/v1/deploy/:name/sync", s.sync(nativeParams), w...)
-	e.POST("/v1/deploy/:name/rollback", s.rollback(nativeParams), w...)
-	e.POST("/v1/paas/apps/:app/deploy", s.paasDeploy, w...)
+	for path, h := range map[string]echo.HandlerFunc{
+		"/v1/deploy/:name/sync":     s.sync(nativeParams),
+		"/v1/deploy/:name/rollback": s.rollback(nativeParams),
+		"/v1/paas/apps/:app/deploy": s.paasDeploy,
+	} {
+		e.POST(path, h, w...)
+		s.writes[http.MethodPost+" "+path] = true
+	}
 }
 
 var nativeParams = []string{"namespace", "appNamespace"}
@@ -68,17 +71,11 @@ type auditRecord struct {
 }
 
 // isWriteRoute reports whether a route pattern is one of the writes.
-func isWriteRoute(method, path string) bool {
-	if method != http.MethodPost {
-		return false
-	}
-	switch path {
-	case "/v1/deploy/applications/:name/sync", "/v1/deploy/applications/:name/rollback",
-		"/v1/deploy/:name/sync", "/v1/deploy/:name/rollback", "/v1/paas/apps/:app/deploy",
-		reconcilePath, webhookPath:
+func (s *Server) isWriteRoute(method, path string) bool {
+	if method == http.MethodPost && (path == reconcilePath || path == webhookPath) {
 		return true
 	}
-	return false
+	return s.writes[method+" "+path]
 }
 
 // audit writes one structured line per write request: who, what, when and
@@ -86,7 +83,7 @@ func isWriteRoute(method, path string) bool {
 // foreign origin, a non-admin) are audited too.
 func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if !isWriteRoute(c.Request().Method, c.Path()) {
+		if !s.isWriteRoute(c.Request().Method, c.Path()) {
 			return next(c)
 		}
 		rec := &auditRecord{app: c.Param("name")}
@@ -179,10 +176,19 @@ func (s *Server) sync(params []string) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := drainBody(c); err != nil {
+		body, err := io.ReadAll(c.Request().Body)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "the sync body could not be read (at most 64 KiB)")
+		}
+		dryRun, err := parseSync(body, a)
+		if err != nil {
 			return err
 		}
 		auditOf(c).summary = "sync"
+		if dryRun {
+			auditOf(c).summary = "sync (dry run)"
+			return c.JSONBlob(http.StatusOK, a.ApplicationJSON())
+		}
 		patch := map[string]any{"metadata": map[string]any{"annotations": s.syncAnnotations(c)}}
 		return s.patchAndAnswer(c, a, patch)
 	}
@@ -219,6 +225,11 @@ func parseRollback(body []byte, a *projection.App) (string, rollbackRequest, err
 		return "", req, errorf(http.StatusBadRequest, "the rollback body names no release: "+rollbackUsage)
 	case req.ID != nil && req.Tag != "":
 		return "", req, errorf(http.StatusBadRequest, "the rollback body names both an id and a tag: send one of them")
+	case req.Prune:
+		return "", req, errorf(http.StatusBadRequest, "prune is not supported: deployd never deletes resources on rollback; send prune: false")
+	}
+	if err := sameApp(a, req.Name, req.AppNamespace, req.Project); err != nil {
+		return "", req, err
 	}
 	if req.ID != nil {
 		for _, h := range a.History {

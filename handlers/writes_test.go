@@ -112,6 +112,11 @@ func TestWritesRefused(t *testing.T) {
 		{"/v1/paas/apps/web/deploy?env=main", ""},
 		{"/v1/deploy/applications/nosuchapp/sync", "{}"},
 		{"/v1/paas/apps/nosuchapp/deploy?env=main", ""},
+		{"/api/v1/applications/web/sync", `{"appNamespace":"tenant-acme","prune":false}`},
+		{"/api/v1/applications/web/rollback", `{"id":1,"appNamespace":"tenant-acme"}`},
+		{"/api/v1/applications/web/resource/actions/v2", `{"appNamespace":"tenant-acme","namespace":"tenant-acme","resourceName":"web","version":"v1","kind":"Deployment","group":"apps","action":"restart"}`},
+		{"/api/v1/applications/web/resource/actions?" + webResource, `"restart"`},
+		{"/v1/deploy/applications/web/resource/actions/v2", `{"appNamespace":"tenant-acme","namespace":"tenant-acme","resourceName":"web","version":"v1","kind":"Deployment","group":"apps","action":"restart"}`},
 	}
 	for _, id := range identities[1:] { // all but the SuperAdmin
 		want := map[string]int{"acme-member": 403, "globex-orgadmin": 403, "no-org": 403, "anonymous": 401, "expired": 401}[id.name]

@@ -227,6 +227,20 @@ func (a *App) Application() Application {
 		}
 	} else if a.Engine != nil {
 		app.Status.OperationState = engineOperation(a.Engine)
+	} else if n := len(a.History); n > 0 {
+		// Without a sync asked for, the last operation is the newest
+		// rollout the cluster shows: the controllers ran it, and it is
+		// over (Argo CD's UI offers history and rollback once there is an
+		// operation).
+		h := a.History[n-1]
+		app.Status.OperationState = &OperationState{
+			Operation:  Operation{Sync: SyncOperation{Revision: h.Revision}, InitiatedBy: OperationInitiator{Automated: true}},
+			Phase:      "Succeeded",
+			Message:    "rolled out " + h.Revision,
+			StartedAt:  Timestamp(h.DeployStartedAt),
+			FinishedAt: Timestamp(h.DeployedAt),
+			SyncResult: &SyncOperationResult{Revision: h.Revision},
+		}
 	}
 	return app
 }

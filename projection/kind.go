@@ -29,6 +29,10 @@ const (
 	KindPVC
 	KindJob
 
+	// KindEvent is read live only (the events route): listed per request,
+	// never watched, never folded.
+	KindEvent
+
 	kindCount
 )
 
@@ -45,26 +49,30 @@ type KindInfo struct {
 	// Optional registry kinds are CRDs that may not be served; they are
 	// picked up when their CRD appears.
 	Optional bool
+	// LiveOnly kinds are listed on demand for one request and never
+	// watched or folded (Registry is false for them).
+	LiveOnly bool
 }
 
 var kindInfos = [kindCount]KindInfo{
-	KindApp:           {KindApp, "hanzo.ai", "v1", "App", "apps", true, false},
-	KindDeployment:    {KindDeployment, "apps", "v1", "Deployment", "deployments", true, false},
-	KindStatefulSet:   {KindStatefulSet, "apps", "v1", "StatefulSet", "statefulsets", true, false},
-	KindReplicaSet:    {KindReplicaSet, "apps", "v1", "ReplicaSet", "replicasets", true, false},
-	KindPod:           {KindPod, "", "v1", "Pod", "pods", true, false},
-	KindService:       {KindService, "", "v1", "Service", "services", true, false},
-	KindConfigMap:     {KindConfigMap, "", "v1", "ConfigMap", "configmaps", true, false},
-	KindIngress:       {KindIngress, "networking.k8s.io", "v1", "Ingress", "ingresses", true, false},
-	KindHPA:           {KindHPA, "autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true, false},
-	KindPDB:           {KindPDB, "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, false},
-	KindMiddleware:    {KindMiddleware, "hanzo.ai", "v1alpha1", "Middleware", "middlewares", true, true},
-	KindIngressRoute:  {KindIngressRoute, "hanzo.ai", "v1alpha1", "IngressRoute", "ingressroutes", true, true},
-	KindCDApplication: {KindCDApplication, "apps.hanzo.ai", "v1alpha1", "Application", "applications", true, true},
-	KindAppProject:    {KindAppProject, "argoproj.io", "v1alpha1", "AppProject", "appprojects", true, true},
-	KindDaemonSet:     {KindDaemonSet, "apps", "v1", "DaemonSet", "daemonsets", false, false},
-	KindPVC:           {KindPVC, "", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", false, false},
-	KindJob:           {KindJob, "batch", "v1", "Job", "jobs", false, false},
+	KindApp:           {KindApp, "hanzo.ai", "v1", "App", "apps", true, false, false},
+	KindDeployment:    {KindDeployment, "apps", "v1", "Deployment", "deployments", true, false, false},
+	KindStatefulSet:   {KindStatefulSet, "apps", "v1", "StatefulSet", "statefulsets", true, false, false},
+	KindReplicaSet:    {KindReplicaSet, "apps", "v1", "ReplicaSet", "replicasets", true, false, false},
+	KindPod:           {KindPod, "", "v1", "Pod", "pods", true, false, false},
+	KindService:       {KindService, "", "v1", "Service", "services", true, false, false},
+	KindConfigMap:     {KindConfigMap, "", "v1", "ConfigMap", "configmaps", true, false, false},
+	KindIngress:       {KindIngress, "networking.k8s.io", "v1", "Ingress", "ingresses", true, false, false},
+	KindHPA:           {KindHPA, "autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true, false, false},
+	KindPDB:           {KindPDB, "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, false, false},
+	KindMiddleware:    {KindMiddleware, "hanzo.ai", "v1alpha1", "Middleware", "middlewares", true, true, false},
+	KindIngressRoute:  {KindIngressRoute, "hanzo.ai", "v1alpha1", "IngressRoute", "ingressroutes", true, true, false},
+	KindCDApplication: {KindCDApplication, "apps.hanzo.ai", "v1alpha1", "Application", "applications", true, true, false},
+	KindAppProject:    {KindAppProject, "argoproj.io", "v1alpha1", "AppProject", "appprojects", true, true, false},
+	KindDaemonSet:     {KindDaemonSet, "apps", "v1", "DaemonSet", "daemonsets", false, false, false},
+	KindPVC:           {KindPVC, "", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", false, false, false},
+	KindJob:           {KindJob, "batch", "v1", "Job", "jobs", false, false, false},
+	KindEvent:         {KindEvent, "", "v1", "Event", "events", false, false, true},
 }
 
 // Info returns the kind's description; the zero KindInfo for KindUnknown or
@@ -92,6 +100,18 @@ func Registry() []KindInfo {
 	out := make([]KindInfo, 0, kindCount)
 	for _, ki := range kindInfos {
 		if ki.Registry {
+			out = append(out, ki)
+		}
+	}
+	return out
+}
+
+// LiveOnly returns the kinds read live per request only (Events), in a
+// fixed order.
+func LiveOnly() []KindInfo {
+	out := make([]KindInfo, 0, 1)
+	for _, ki := range kindInfos {
+		if ki.LiveOnly {
 			out = append(out, ki)
 		}
 	}

@@ -114,3 +114,13 @@ func (a *App) Node(ref string) (*NodeInfo, bool) {
 	}
 	return nil, false
 }
+
+// ManagedNodes are the objects the app declares: its root and the depth-1
+// children (what status.resources lists), not the ReplicaSets and Pods the
+// controllers make from them. Shared read-only.
+func (a *App) ManagedNodes() []*NodeInfo {
+	if len(a.Tree) == 0 {
+		return nil
+	}
+	return append([]*NodeInfo{a.Tree[0]}, a.resourceNodes()...)
+}

@@ -96,6 +96,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		Cluster:     clusterStatus(cfg.Watcher),
 		Live:        cfg.Watcher,
 		Logs:        logs,
+		Events:      cfg.Watcher,
 		Writer:      cfg.Watcher,
 		Hub:         p.hub,
 		Auth:        p.auth,
@@ -208,5 +209,5 @@ func clusterMetrics(w *cluster.Watcher, f *cluster.Feed) func() metrics.Cluster 
 type watcherLogs struct{ w *cluster.Watcher }
 
 func (l watcherLogs) Logs(ctx context.Context, r handlers.LogRequest) (io.ReadCloser, error) {
-	return l.w.PodLogs(ctx, r.Namespace, r.Pod, r.Container, r.TailLines, r.LimitBytes, r.Follow)
+	return l.w.PodLogs(ctx, r.Namespace, r.Pod, r.Container, r.TailLines, r.LimitBytes, r.Follow, r.Timestamps)
 }

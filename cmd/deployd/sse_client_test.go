@@ -19,7 +19,7 @@ type appEvent struct {
 	Health    string
 	Sync      string
 	Revision  string
-	Operation string // operationState.phase, "" when none
+	Operation string // operationState.phase of a requested sync, "" when none (a rollout's own is automated)
 	History   int
 }
 
@@ -74,8 +74,11 @@ func follow(t *testing.T, c *http.Client, url, token string) *sseFollower {
 							Status   struct {
 								Sync           struct{ Status, Revision string }
 								Health         struct{ Status string }
-								OperationState *struct{ Phase string }
-								History        []json.RawMessage
+								OperationState *struct {
+									Phase     string
+									Operation struct{ InitiatedBy struct{ Automated bool } }
+								}
+								History []json.RawMessage
 							}
 						}
 					}
@@ -86,7 +89,7 @@ func follow(t *testing.T, c *http.Client, url, token string) *sseFollower {
 				a := m.Result.Application
 				ev := appEvent{ID: id, Type: m.Result.Type, Namespace: a.Metadata.Namespace, Name: a.Metadata.Name,
 					Health: a.Status.Health.Status, Sync: a.Status.Sync.Status, Revision: a.Status.Sync.Revision, History: len(a.Status.History)}
-				if a.Status.OperationState != nil {
+				if a.Status.OperationState != nil && !a.Status.OperationState.Operation.InitiatedBy.Automated {
 					ev.Operation = a.Status.OperationState.Phase
 				}
 				f.mu.Lock()

@@ -69,7 +69,7 @@ func NewFakeCluster(now func() time.Time) *FakeCluster {
 		kinds[gvr] = gvk
 	}
 	register(fleet.NamespaceGVR, "Namespace")
-	for _, ki := range projection.Registry() {
+	for _, ki := range append(projection.Registry(), projection.LiveOnly()...) {
 		register(schema.GroupVersionResource{Group: ki.Group, Version: ki.Version, Resource: ki.Resource}, ki.Name)
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, listKinds)
