@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// runTimeout bounds one run; a run is detached from its callers' contexts
+// (they share it), so it needs its own bound.
+const runTimeout = 10 * time.Minute
+
+// Engine reconciles the cluster to the repository. Its methods are safe for
+// concurrent use.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	dyn    dynamic.Interface
+	src    *Source
+	policy Policy
+	now    func() time.Time
+
+	runMu sync.Mutex // one run at a time; guards rendered
+	// rendered caches the last rendering, by revision.
+	rendered struct {
+		sha  string
+		docs []Doc
+	}
+
+	trigger chan string // size 1: triggers coalesce
+
+	mu        sync.Mutex
+	flights   [2]*flight // in flight: [0] applies, [1] dry runs
+	runs      int64
+	lastRun   *projection.EngineRun
+	nextRunAt *time.Time
+	desired   map[objKey]map[string]any
+}
+
+type flight struct {
+	done   chan struct{}
+	report *projection.ReconcileReport
+	err    error
+}
+
+type objKey struct {
+	kind      projection.Kind
+	namespace string
+	name      string
+}
+
+// New builds an engine from a valid configuration and a rest config for the
+// cluster it writes to. It makes no request: the first run fetches.
+func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.CacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		cfg.CacheDir = filepath.Join(base, "deployd", "engine", cfg.Instance)
+	}
+	src, err := NewSource(cfg.Repo, cfg.Ref, cfg.CacheDir, cfg.Auth, cfg.AuthUser)
+	if err != nil {
+		return nil, err
+	}
+	rc = rest.CopyConfig(rc)
+	// The applier bounds its own concurrency (applyWorkers); client-go's
+	// default 5 requests/s would make a cold run of a fleet take minutes.
+	if rc.QPS == 0 && rc.RateLimiter == nil {
+		rc.QPS, rc.Burst = -1, 0
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{
+		cfg:     cfg,
+		log:     log,
+		dyn:     dyn,
+		src:     src,
+		policy:  Policy{Allow: cfg.Allow, Namespaces: cfg.Namespaces, DefaultNamespace: cfg.Namespace},
+		now:     time.Now,
+		trigger: make(chan string, 1),
+	}, nil
+}
+
+// Config is the engine's configuration (defaults filled in).
+func (e *Engine) Config() Config { return e.cfg }
+
+// Reconcile runs the engine now, or joins the run of the same kind (dry or
+// not) in flight, and answers its report. The run does not end when ctx
+// does; only this caller's wait does. An error means the run could not
+// complete (fetch, render or listing failed); its text is safe for a client.
+func (e *Engine) Reconcile(ctx context.Context, trigger string, dryRun bool) (*projection.ReconcileReport, error) {
+	i := 0
+	if dryRun {
+		i = 1
+	}
+	e.mu.Lock()
+	f := e.flights[i]
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		e.flights[i] = f
+		runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runTimeout)
+		go func() {
+			defer cancel()
+			f.report, f.err = e.runOnce(runCtx, trigger, dryRun)
+			e.mu.Lock()
+			e.flights[i] = nil
+			e.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	e.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.report, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Trigger queues a run and returns at once; triggers made while one is
+// queued coalesce into it. Run executes it.
+func (e *Engine) Trigger(trigger string) {
+	select {
+	case e.trigger <- trigger:
+	default:
+	}
+}
+
+// Run is the self-heal loop: it reconciles every Config.Interval (first at
+// once) and whenever Trigger is called, until ctx ends; then it returns.
+// With a zero interval it runs only on triggers.
+func (e *Engine) Run(ctx context.Context) {
+	var timer *time.Timer
+	if e.cfg.Interval > 0 {
+		timer = time.NewTimer(0)
+		defer timer.Stop()
+	}
+	for {
+		var tick <-chan time.Time
+		if timer != nil {
+			tick = timer.C
+		}
+		trigger := ""
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			trigger = projection.TriggerInterval
+		case trigger = <-e.trigger:
+		}
+		// Errors are in the run's audit line and in Status.
+		_, _ = e.Reconcile(ctx, trigger, false)
+		if timer != nil {
+			timer.Reset(e.cfg.Interval)
+			next := e.now().Add(e.cfg.Interval).UTC()
+			e.mu.Lock()
+			e.nextRunAt = &next
+			e.mu.Unlock()
+		}
+	}
+}
+
+// Status is the engine's state for GET /v1/deploy/gitops.
+func (e *Engine) Status() projection.EngineStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := projection.EngineStatus{Enabled: true, Source: e.cfg.Source(), Revision: e.src.Revision(), Runs: e.runs}
+	if e.lastRun != nil {
+		r := *e.lastRun
+		st.LastRun = &r
+	}
+	if e.nextRunAt != nil {
+		t := *e.nextRunAt
+		st.NextRunAt = &t
+	}
+	return st
+}
+
+// Desired is the object as the last rendering declared it (with the
+// default namespace and the instance label filled in), when it passed the
+// policy. The caller owns the copy.
+func (e *Engine) Desired(kind projection.Kind, namespace, name string) (map[string]any, bool) {
+	e.mu.Lock()
+	obj, ok := e.desired[objKey{kind, namespace, name}]
+	e.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	return runtime.DeepCopyJSON(obj), true
+}

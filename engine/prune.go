@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// prune deletes the live objects carrying this instance's label that the
+// rendering no longer declares, unless pruning is off or the fuse trips:
+// more candidates than PruneMax, or a larger share of the instance's live
+// objects than PruneMaxRatio. Then every candidate is PruneSkipped and
+// nothing is deleted. Only objects from the labelled list are candidates,
+// and each delete is conditional on the UID and resourceVersion that list
+// saw, so an object relabelled or replaced since is never deleted.
+func (e *Engine) prune(ctx context.Context, r run, declared map[objKey]bool, live map[objKey]*unstructured.Unstructured) []projection.ReconcileResult {
+	var cands []objKey
+	for k := range live {
+		if !declared[k] {
+			cands = append(cands, k)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		return resourceOfKind(cands[i].kind, cands[i].namespace, cands[i].name) < resourceOfKind(cands[j].kind, cands[j].namespace, cands[j].name)
+	})
+	skip := func(msg string) []projection.ReconcileResult {
+		out := make([]projection.ReconcileResult, len(cands))
+		for i, k := range cands {
+			out[i] = projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped, Message: dry(r, msg)}
+		}
+		return out
+	}
+	if !e.cfg.Prune {
+		return skip("pruning is off")
+	}
+	n, total := len(cands), len(live)
+	if n > e.cfg.PruneMax || float64(n) > e.cfg.PruneMaxRatio*float64(total) {
+		return skip(fmt.Sprintf("fuse: %d of the instance's %d objects would be pruned, over the limit of %d objects or %.0f%% (DEPLOY_ENGINE_PRUNE_MAX, DEPLOY_ENGINE_PRUNE_MAX_RATIO); nothing was deleted",
+			n, total, e.cfg.PruneMax, e.cfg.PruneMaxRatio*100))
+	}
+	out := make([]projection.ReconcileResult, 0, n)
+	for _, k := range cands {
+		l := live[k]
+		res := projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name)}
+		if l.GetLabels()[projection.LabelEngineInstance] != e.cfg.Instance {
+			continue // never: the list selected on the label
+		}
+		uid, rv := l.GetUID(), l.GetResourceVersion()
+		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
+		if r.dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		err := e.dyn.Resource(gvr(k.kind)).Namespace(k.namespace).Delete(ctx, k.name, opts)
+		switch {
+		case err == nil:
+			res.Status, res.Message = projection.ResultPruned, "pruned"
+			if r.dryRun {
+				res.Message = "would be pruned"
+			}
+		case apierrors.IsNotFound(err):
+			res.Status, res.Message = projection.ResultPruneSkipped, "already deleted"
+		case apierrors.IsConflict(err):
+			res.Status, res.Message = projection.ResultPruneSkipped, "changed while it was being pruned; left for the next run"
+		default:
+			res.Status, res.Message = projection.ResultPruneSkipped, "not pruned: "+safeAPIError(err)
+		}
+		res.Message = dry(r, res.Message)
+		out = append(out, res)
+	}
+	return out
+}
