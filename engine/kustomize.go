@@ -103,4 +103,3 @@ func remoteRef(r string) bool {
 	}
 	return strings.Contains(r, "?ref=") || strings.Contains(r, ".git//")
 }
-
