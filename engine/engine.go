@@ -48,6 +48,7 @@ type Engine struct {
 }
 
 type flight struct {
+	joined int // callers waiting on it (guarded by Engine.mu)
 	done   chan struct{}
 	report *projection.ReconcileReport
 	err    error
@@ -127,6 +128,7 @@ func (e *Engine) Reconcile(ctx context.Context, trigger string, dryRun bool) (*p
 			close(f.done)
 		}()
 	}
+	f.joined++
 	e.mu.Unlock()
 	select {
 	case <-f.done:

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -20,6 +21,7 @@ type Server struct {
 	Root string
 
 	user, token string
+	gate        atomic.Pointer[chan struct{}]
 	// Requests counts the requests served (every git round trip).
 	Requests atomic.Int64
 }
@@ -51,6 +53,13 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Requests.Add(1)
+		if g := s.gate.Load(); g != nil {
+			select {
+			case <-*g:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if s.token != "" {
 			u, p, ok := r.BasicAuth()
 			if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(s.user)) != 1 || subtle.ConstantTimeCompare([]byte(p), []byte(s.token)) != 1 {
@@ -64,6 +73,22 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s
+}
+
+// Hold makes every request wait until the returned release is called (or
+// the test ends), so a test can keep a fetch in flight.
+func (s *Server) Hold(t testing.TB) (release func()) {
+	g := make(chan struct{})
+	s.gate.Store(&g)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.gate.Store(nil)
+			close(g)
+		})
+	}
+	t.Cleanup(release)
+	return release
 }
 
 // Repo is a bare repository on the server and a working clone to commit
