@@ -73,34 +73,49 @@ func (c Config) Source() projection.EngineSource {
 	return projection.EngineSource{Repo: c.Repo, Ref: c.Ref, Path: c.Path}
 }
 
-// Validate reports the first setting that cannot work, naming it.
+// ConfigError is a setting that cannot work; Field names the Config field.
+type ConfigError struct {
+	Field string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+func bad(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports the first setting that cannot work, as a *ConfigError.
 func (c Config) Validate() error {
 	if _, err := parseRepo(c.Repo, len(c.Auth) > 0); err != nil {
-		return err
+		return &ConfigError{Field: "Repo", Msg: err.Error()}
 	}
 	if c.Ref == "" || strings.ContainsAny(c.Ref, " \t\n~^:?*[\\") || strings.Contains(c.Ref, "..") {
-		return fmt.Errorf("ref %q is not a branch, tag or ref name", c.Ref)
+		return bad("Ref", "ref %q is not a branch, tag or ref name", c.Ref)
 	}
 	if strings.HasPrefix(c.Path, "/") || hasDotDot(c.Path) {
-		return fmt.Errorf("path %q must be relative to the repository root, without ..", c.Path)
+		return bad("Path", "path %q must be relative to the repository root, without ..", c.Path)
 	}
 	if c.Instance == "" || len(c.Instance) > 63 || !labelValue(c.Instance) {
-		return fmt.Errorf("instance %q must be a label value (letters, digits, -, _, ., at most 63)", c.Instance)
+		return bad("Instance", "instance %q must be a label value (letters, digits, -, _, ., at most 63)", c.Instance)
 	}
 	if c.Namespace == "" || !labelValue(c.Namespace) {
-		return fmt.Errorf("namespace %q is not a namespace name", c.Namespace)
+		return bad("Namespace", "namespace %q is not a namespace name", c.Namespace)
+	}
+	if _, _, ok := c.Namespaces.Env(c.Namespace); !ok {
+		return bad("Namespace", "namespace %q is not in the namespace map", c.Namespace)
 	}
 	if c.PruneMax < 0 {
-		return fmt.Errorf("prune max %d must not be negative", c.PruneMax)
+		return bad("PruneMax", "prune max %d must not be negative", c.PruneMax)
 	}
 	if c.PruneMaxRatio < 0 || c.PruneMaxRatio > 1 {
-		return fmt.Errorf("prune max ratio %v must be between 0 and 1", c.PruneMaxRatio)
+		return bad("PruneMaxRatio", "prune max ratio %v must be between 0 and 1", c.PruneMaxRatio)
 	}
 	if c.Interval < 0 {
-		return fmt.Errorf("interval %v must not be negative", c.Interval)
+		return bad("Interval", "interval %v must not be negative", c.Interval)
 	}
 	if len(c.Allow) == 0 {
-		return fmt.Errorf("the allow-list is empty")
+		return bad("Allow", "the allow-list is empty")
 	}
 	return nil
 }

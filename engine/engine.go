@@ -75,7 +75,7 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 	}
 	src, err := NewSource(cfg.Repo, cfg.Ref, cfg.CacheDir, cfg.Auth, cfg.AuthUser)
 	if err != nil {
-		return nil, err
+		return nil, &ConfigError{Field: "Auth", Msg: err.Error()} // the URL passed Validate
 	}
 	rc = rest.CopyConfig(rc)
 	// The applier bounds its own concurrency (applyWorkers); client-go's

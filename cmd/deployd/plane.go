@@ -123,6 +123,9 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(3)
+	if loop, ok := p.cfg.Engine.(interface{ Run(context.Context) }); ok {
+		wg.Go(func() { loop.Run(ctx) }) // the engine's self-heal loop and webhook runs
+	}
 	go func() { defer wg.Done(); p.hub.Run(ctx) }()
 	if p.releases != nil {
 		wg.Add(1)

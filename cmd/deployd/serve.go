@@ -14,6 +14,8 @@ import (
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/release"
+	"github.com/hanzoai/deploy/engine"
+	"github.com/hanzoai/deploy/handlers"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -34,6 +36,7 @@ import (
 //	                DEPLOY_GITHUB_API        GitHub REST API base URL (https://api.github.com/; GHE or Gitea-compatible)
 //	                DEPLOY_GITHUB_TOKEN_FILE file holding the GitHub token (anonymous without)
 //	                DEPLOY_RELEASE_REFRESH   period of each repository's refresh (10m)
+//	                DEPLOY_ENGINE_*          the git → cluster engine (off; see engineFromEnv)
 //	                LOG_LEVEL                debug, info, warn, error (info)
 //	                OTEL_EXPORTER_OTLP_ENDPOINT  export a span per request
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -67,6 +70,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	engEnv, err := engineFromEnv(os.Getenv, pcfg.Namespaces)
+	if err != nil {
+		return err
+	}
+	if engEnv.Enabled {
+		engineSourceDisplay(&pcfg, engEnv.Config, os.Getenv)
+	}
 	shutdownTracing, err := setupTracing(ctx, log)
 	if err != nil {
 		return err
@@ -86,6 +96,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	var eng handlers.Engine // nil, not a nil *engine.Engine, when disabled
+	if engEnv.Enabled {
+		if restCfg == nil {
+			return fmt.Errorf("DEPLOY_ENGINE_ENABLED=true needs a cluster to write to: %s", reason)
+		}
+		e, err := engine.New(engEnv.Config, restCfg, log)
+		if err != nil {
+			return engineConfigError(err)
+		}
+		if len(engEnv.WebhookSecret) == 0 {
+			log.Warn("the engine's webhook is refused: DEPLOY_ENGINE_WEBHOOK_SECRET is not set")
+		}
+		c := e.Config()
+		log.Info("engine enabled", "repo", c.Repo, "ref", c.Ref, "path", c.Path, "instance", c.Instance,
+			"prune", c.Prune, "interval", c.Interval.String(), "credentials", len(c.Auth) > 0)
+		eng = e
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -98,6 +125,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Log: log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
 		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
 		Releases:    relCfg, Metrics: mln,
+		Engine: eng, EngineWebhookSecret: engEnv.WebhookSecret,
 	})
 	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}
 	if mln != nil {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hanzoai/deploy/engine"
+	"github.com/hanzoai/deploy/handlers"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// The engine satisfies the interface the routes call.
+var _ handlers.Engine = (*engine.Engine)(nil)
+
+// engineEnv is the engine's configuration from the environment:
+//
+//	DEPLOY_ENGINE_ENABLED          true turns the engine on (off)
+//	DEPLOY_ENGINE_REPO             https://github.com/hanzoai/universe
+//	DEPLOY_ENGINE_REF              main
+//	DEPLOY_ENGINE_PATH             infra/k8s/operator/crs
+//	DEPLOY_ENGINE_INSTANCE         universe (the tracking label's value)
+//	DEPLOY_ENGINE_NAMESPACE        hanzo (for objects that name none)
+//	DEPLOY_ENGINE_PRUNE            true allows deletes (off)
+//	DEPLOY_ENGINE_PRUNE_MAX        10
+//	DEPLOY_ENGINE_PRUNE_MAX_RATIO  0.20
+//	DEPLOY_ENGINE_INTERVAL         3m (0: on demand only)
+//	DEPLOY_ENGINE_AUTH_FILE        a file holding an HTTPS token or an SSH private key
+//	DEPLOY_ENGINE_AUTH_USER        git (the Basic-auth user sent with a token)
+//	DEPLOY_ENGINE_WEBHOOK_SECRET   the HMAC key of POST /v1/deploy/webhook/git
+//	DEPLOY_ENGINE_CACHE_DIR        where the repository is fetched ($XDG_CACHE_HOME/deployd/engine/<instance>)
+//
+// Every value is parsed whether or not the engine is enabled, so a typo
+// stops serve at start; the settings are checked together when it is
+// enabled. An error names the variable and never echoes a credential.
+type engineEnv struct {
+	Enabled       bool
+	Config        engine.Config
+	WebhookSecret []byte
+}
+
+// engineVars maps engine.Config fields to the variables that set them.
+var engineVars = map[string]string{
+	"Repo": "DEPLOY_ENGINE_REPO", "Ref": "DEPLOY_ENGINE_REF", "Path": "DEPLOY_ENGINE_PATH",
+	"Instance": "DEPLOY_ENGINE_INSTANCE", "Namespace": "DEPLOY_ENGINE_NAMESPACE",
+	"PruneMax": "DEPLOY_ENGINE_PRUNE_MAX", "PruneMaxRatio": "DEPLOY_ENGINE_PRUNE_MAX_RATIO",
+	"Interval": "DEPLOY_ENGINE_INTERVAL", "Auth": "DEPLOY_ENGINE_AUTH_FILE",
+}
+
+func engineFromEnv(getenv func(string) string, namespaces projection.Namespaces) (engineEnv, error) {
+	env := engineEnv{Config: engine.Defaults()}
+	cfg := &env.Config
+	cfg.Namespaces = namespaces
+	var err error
+	if env.Enabled, err = envBool(getenv, "DEPLOY_ENGINE_ENABLED", false); err != nil {
+		return env, err
+	}
+	str := func(name string, dst *string) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			*dst = v
+		}
+	}
+	str("DEPLOY_ENGINE_REPO", &cfg.Repo)
+	str("DEPLOY_ENGINE_REF", &cfg.Ref)
+	str("DEPLOY_ENGINE_PATH", &cfg.Path)
+	str("DEPLOY_ENGINE_INSTANCE", &cfg.Instance)
+	str("DEPLOY_ENGINE_NAMESPACE", &cfg.Namespace)
+	str("DEPLOY_ENGINE_AUTH_USER", &cfg.AuthUser)
+	str("DEPLOY_ENGINE_CACHE_DIR", &cfg.CacheDir)
+	if cfg.Prune, err = envBool(getenv, "DEPLOY_ENGINE_PRUNE", false); err != nil {
+		return env, err
+	}
+	if v := getenv("DEPLOY_ENGINE_PRUNE_MAX"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return env, fmt.Errorf("DEPLOY_ENGINE_PRUNE_MAX %q: want a whole number of objects, 0 or more", v)
+		}
+		cfg.PruneMax = n
+	}
+	if v := getenv("DEPLOY_ENGINE_PRUNE_MAX_RATIO"); v != "" {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f < 0 || f > 1 {
+			return env, fmt.Errorf("DEPLOY_ENGINE_PRUNE_MAX_RATIO %q: want a fraction between 0 and 1, e.g. 0.20", v)
+		}
+		cfg.PruneMaxRatio = f
+	}
+	if v := strings.TrimSpace(getenv("DEPLOY_ENGINE_INTERVAL")); v != "" {
+		d, err := time.ParseDuration(v)
+		if v == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 {
+			return env, fmt.Errorf("DEPLOY_ENGINE_INTERVAL %q: want a duration like 3m or 30s, or 0 for on demand only", v)
+		}
+		cfg.Interval = d
+	}
+	if path := getenv("DEPLOY_ENGINE_AUTH_FILE"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return env, fmt.Errorf("DEPLOY_ENGINE_AUTH_FILE %s: cannot be read (%v)", path, errReason(err))
+		}
+		if len(strings.TrimSpace(string(b))) == 0 {
+			return env, fmt.Errorf("DEPLOY_ENGINE_AUTH_FILE %s is empty: put an HTTPS token or an SSH private key in it, or unset it", path)
+		}
+		cfg.Auth = b
+	}
+	if v := getenv("DEPLOY_ENGINE_WEBHOOK_SECRET"); v != "" {
+		env.WebhookSecret = []byte(v)
+	}
+	if env.Enabled {
+		if err := cfg.Validate(); err != nil {
+			return env, engineConfigError(err)
+		}
+	}
+	return env, nil
+}
+
+// engineConfigError names the variable behind an engine configuration
+// error.
+func engineConfigError(err error) error {
+	if ce, ok := err.(*engine.ConfigError); ok {
+		if name, ok := engineVars[ce.Field]; ok {
+			return fmt.Errorf("%s: %s", name, ce.Msg)
+		}
+	}
+	return fmt.Errorf("DEPLOY_ENGINE: %w", err)
+}
+
+func envBool(getenv func(string) string, name string, def bool) (bool, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return def, fmt.Errorf("%s %q: want true or false", name, v)
+	}
+	return b, nil
+}
+
+func errReason(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// engineSourceDisplay points the Applications' spec.source at the engine's
+// repository when it is enabled and DEPLOY_SOURCE_* leave it unset.
+func engineSourceDisplay(pcfg *projection.Config, cfg engine.Config, getenv func(string) string) {
+	if getenv("DEPLOY_SOURCE_REPO") == "" {
+		pcfg.Source.RepoURL = cfg.Repo
+	}
+	if getenv("DEPLOY_SOURCE_PATH") == "" {
+		pcfg.Source.Path = cfg.Path
+	}
+	if getenv("DEPLOY_SOURCE_REVISION") == "" {
+		pcfg.Source.TargetRevision = cfg.Ref
+	}
+}

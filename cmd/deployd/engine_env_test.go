@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestEngineEnvDefaults(t *testing.T) {
+	env, err := engineFromEnv(envMap(nil), projection.DefaultNamespaces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.Config
+	if env.Enabled || c.Repo != "https://github.com/hanzoai/universe" || c.Ref != "main" || c.Path != "infra/k8s/operator/crs" ||
+		c.Instance != "universe" || c.Namespace != "hanzo" || c.Prune || c.PruneMax != 10 || c.PruneMaxRatio != 0.20 ||
+		c.Interval != 3*time.Minute || c.AuthUser != "git" || len(c.Auth) != 0 {
+		t.Fatalf("defaults: enabled %v, %+v", env.Enabled, c)
+	}
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("tok-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env, err = engineFromEnv(envMap(map[string]string{
+		"DEPLOY_ENGINE_ENABLED": "true", "DEPLOY_ENGINE_REPO": "https://git.example.com/fleet.git", "DEPLOY_ENGINE_REF": "prod",
+		"DEPLOY_ENGINE_PATH": "crs", "DEPLOY_ENGINE_INSTANCE": "fleet", "DEPLOY_ENGINE_NAMESPACE": "hanzo-devnet",
+		"DEPLOY_ENGINE_PRUNE": "true", "DEPLOY_ENGINE_PRUNE_MAX": "3", "DEPLOY_ENGINE_PRUNE_MAX_RATIO": "0.5",
+		"DEPLOY_ENGINE_INTERVAL": "0", "DEPLOY_ENGINE_AUTH_FILE": token, "DEPLOY_ENGINE_AUTH_USER": "bot",
+		"DEPLOY_ENGINE_WEBHOOK_SECRET": "hook",
+	}), projection.DefaultNamespaces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = env.Config
+	if !env.Enabled || c.Repo != "https://git.example.com/fleet.git" || c.Ref != "prod" || c.Path != "crs" || c.Instance != "fleet" ||
+		c.Namespace != "hanzo-devnet" || !c.Prune || c.PruneMax != 3 || c.PruneMaxRatio != 0.5 || c.Interval != 0 ||
+		string(c.Auth) != "tok-123\n" || c.AuthUser != "bot" || string(env.WebhookSecret) != "hook" {
+		t.Fatalf("set: %+v", env)
+	}
+}
+
+// TestEngineEnvBadValues: a bad value is an error naming the variable,
+// and never echoes a credential.
+func TestEngineEnvBadValues(t *testing.T) {
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]string{"DEPLOY_ENGINE_ENABLED": "true"}
+	cases := []struct {
+		set  map[string]string
+		name string
+	}{
+		{map[string]string{"DEPLOY_ENGINE_ENABLED": "yes please"}, "DEPLOY_ENGINE_ENABLED"},
+		{map[string]string{"DEPLOY_ENGINE_PRUNE": "maybe"}, "DEPLOY_ENGINE_PRUNE"},
+		{map[string]string{"DEPLOY_ENGINE_PRUNE_MAX": "-1"}, "DEPLOY_ENGINE_PRUNE_MAX"},
+		{map[string]string{"DEPLOY_ENGINE_PRUNE_MAX": "ten"}, "DEPLOY_ENGINE_PRUNE_MAX"},
+		{map[string]string{"DEPLOY_ENGINE_PRUNE_MAX_RATIO": "20%"}, "DEPLOY_ENGINE_PRUNE_MAX_RATIO"},
+		{map[string]string{"DEPLOY_ENGINE_PRUNE_MAX_RATIO": "1.5"}, "DEPLOY_ENGINE_PRUNE_MAX_RATIO"},
+		{map[string]string{"DEPLOY_ENGINE_INTERVAL": "3"}, "DEPLOY_ENGINE_INTERVAL"},
+		{map[string]string{"DEPLOY_ENGINE_INTERVAL": "-1m"}, "DEPLOY_ENGINE_INTERVAL"},
+		{map[string]string{"DEPLOY_ENGINE_AUTH_FILE": "/nonexistent/token"}, "DEPLOY_ENGINE_AUTH_FILE"},
+		{map[string]string{"DEPLOY_ENGINE_AUTH_FILE": empty}, "DEPLOY_ENGINE_AUTH_FILE"},
+		{with(on, "DEPLOY_ENGINE_REPO", "not a url"), "DEPLOY_ENGINE_REPO"},
+		{with(with(on, "DEPLOY_ENGINE_REPO", "http://git.example.com/r.git"), "DEPLOY_ENGINE_AUTH_FILE", token), "DEPLOY_ENGINE_REPO"},
+		{with(on, "DEPLOY_ENGINE_REF", "a b"), "DEPLOY_ENGINE_REF"},
+		{with(on, "DEPLOY_ENGINE_PATH", "../up"), "DEPLOY_ENGINE_PATH"},
+		{with(on, "DEPLOY_ENGINE_INSTANCE", "not/a/label"), "DEPLOY_ENGINE_INSTANCE"},
+		{with(on, "DEPLOY_ENGINE_NAMESPACE", "kube-system"), "DEPLOY_ENGINE_NAMESPACE"},
+	}
+	for _, c := range cases {
+		_, err := engineFromEnv(envMap(c.set), projection.DefaultNamespaces())
+		if err == nil || !strings.HasPrefix(err.Error(), c.name) {
+			t.Errorf("%v: got %v, want an error naming %s", c.set, err, c.name)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: the error echoes the credential: %v", c.set, err)
+		}
+	}
+}
+
+func with(m map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for mk, mv := range m {
+		if mk != k {
+			out[mk] = mv
+		}
+	}
+	return out
+}
+
+// TestServeStopsOnBadEngineValue: serve does not start with a bad engine
+// setting, and says which.
+func TestServeStopsOnBadEngineValue(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("DEPLOY_ENGINE_ENABLED", "true")
+	t.Setenv("DEPLOY_ENGINE_PRUNE_MAX_RATIO", "lots")
+	err := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "DEPLOY_ENGINE_PRUNE_MAX_RATIO") {
+		t.Fatalf("got %v, want an error naming DEPLOY_ENGINE_PRUNE_MAX_RATIO", err)
+	}
+	t.Setenv("DEPLOY_ENGINE_PRUNE_MAX_RATIO", "")
+	err = run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "DEPLOY_ENGINE_ENABLED=true needs a cluster") {
+		t.Fatalf("got %v, want the engine to need a cluster", err)
+	}
+}
