@@ -20,9 +20,13 @@ type rbacRule struct {
 	Verbs     []string `json:"verbs"`
 }
 
-// writeGrants are the patches the writes need, and the logs subresource.
+// extraGrants are what the writes need (the engine applies and prunes its
+// allow-listed kinds; a rolling restart patches a Deployment), and the logs
+// subresource.
 var extraGrants = map[string][]string{
-	"hanzo.ai/apps":    {"patch"},
+	"hanzo.ai/apps":          {"create", "patch", "delete"},
+	"hanzo.ai/middlewares":   {"create", "patch", "delete"},
+	"hanzo.ai/ingressroutes": {"create", "patch", "delete"},
 	"apps/deployments": {"patch"},
 	"/pods/log":        {"get"},
 }
