@@ -4,7 +4,8 @@
 #   kube-apiserver, kube-controller-manager, kube-scheduler (v1.37.2),
 #   etcd (v3.7.3), hydra (v2.3.0, sqlite in-memory), docker-compose (v5.6.0),
 #   registry (distribution v3.1.2, the OCI registry of the release source's tests)
-#   and promtool (Prometheus v0.316.0, for deploy/monitoring's alert rules).
+#   promtool (Prometheus v0.316.0, for deploy/monitoring's alert rules)
+#   and kubectl (k8s.io/kubectl v0.37.2, for make bench-engine).
 # Usage: hack/build-tools.sh [component...]   (default: all)
 # The folder is $DEPLOYD_TOOLS (default ~/.cache/deployd/tools); print it with --dir.
 set -euo pipefail
@@ -33,7 +34,7 @@ build() {
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose registry promtool)
+[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose registry promtool kubectl)
 for c in "${want[@]}"; do
 	case $c in
 	etcd) build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w" ;;
@@ -43,6 +44,7 @@ for c in "${want[@]}"; do
 	docker-compose) build docker-compose compose github.com/docker/compose/v5/cmd -ldflags "-s -w" ;;
 	registry) build registry registry github.com/distribution/distribution/v3/cmd/registry -ldflags "-s -w" ;;
 	promtool) build promtool promtool github.com/prometheus/prometheus/cmd/promtool -ldflags "-s -w" ;;
+	kubectl) build kubectl kubectl . -ldflags "$kube_ldflags" ;;
 	*) echo "unknown component $c" >&2; exit 2 ;;
 	esac
 done
