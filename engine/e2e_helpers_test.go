@@ -85,7 +85,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func createNamespaces(t *testing.T, c *clustertest.Cluster, names ...string) {
+func createNamespaces(t testing.TB, c *clustertest.Cluster, names ...string) {
 	t.Helper()
 	for _, ns := range names {
 		_, err := c.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})

@@ -33,6 +33,13 @@ func TestEngineE2E(t *testing.T) {
 	t.Run("self-heal", func(t *testing.T) { testSelfHeal(t, c, srv) })
 	t.Run("single flight", func(t *testing.T) { testSingleFlight(t, c, srv) })
 	t.Run("dry run", func(t *testing.T) { testDryRun(t, c, srv) })
+	// make bench-engine's code, on a small fleet (the benchmark itself is
+	// not run by make test).
+	t.Run("bench smoke", func(t *testing.T) {
+		createNamespaces(t, c, "hanzo-mainnet", "hanzo-testnet")
+		r := runEngineVsKubectl(t, c, srv, 10, "smoke-")
+		t.Logf("10 Apps: engine cold %v warm %v; kubectl (%v) cold %v warm %v", r.engineCold, r.engineWarm, r.kubectl, r.kubectlCold, r.kubectlWarm)
+	})
 }
 
 // Checks 1 and 2: 20 Apps in two namespaces are created and report Synced
