@@ -6,7 +6,8 @@
 #                race, and every fuzz target briefly.
 #   make tools   build the real components into $(TOOLS) (skips what is built)
 #   make bench   the benchmarks recorded in BENCHMARKS.md (make bench-fold: the
-#                fold's one-core throughput alone)
+#                fold's one-core throughput alone; make bench-engine: the engine
+#                beside kubectl apply --server-side on a real API server)
 #   make fuzz    a longer run of every fuzz target
 
 SHELL := /usr/bin/env bash
@@ -15,7 +16,7 @@ TOOLS ?= $(shell hack/build-tools.sh --dir)
 FUZZTIME ?= 5s
 export DEPLOYD_TOOLS := $(TOOLS)
 
-.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold coldstart sse-clients
+.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine coldstart sse-clients
 
 all: build
 
@@ -45,10 +46,10 @@ test: packages tools vet
 	$(MAKE) race
 	$(MAKE) fuzz-short
 
-# race runs the packages whose readers share the writer's data under the race
-# detector.
+# race runs the packages whose readers share the writer's data, and the engine
+# (callers sharing one run), under the race detector.
 race:
-	$(GO) test -race -count=1 ./projection/ ./stream/ ./handlers/
+	$(GO) test -race -count=1 ./projection/ ./stream/ ./handlers/ ./engine/
 
 # Each fuzz target for FUZZTIME (short in test, longer by hand: make fuzz FUZZTIME=2m).
 fuzz-short:
@@ -64,6 +65,12 @@ fuzz:
 bench-fold:
 	$(GO) test -cpu 1 -run '^$$' -bench '^BenchmarkApply$$/batch=4096$$' -benchtime 400x -count 3 ./projection/
 	$(GO) test -cpu 1 -run '^$$' -bench '^BenchmarkApply$$/batch=512$$' -benchtime 3125x -count 3 ./projection/
+
+# 1,000 Apps from a git server into a real API server, cold (all created) and
+# warm (one tag changed), the engine and kubectl apply --server-side of the
+# same files side by side in one run.
+bench-engine: tools
+	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench '^BenchmarkEngineVsKubectl$$' -benchtime 1x -count 3 -timeout 30m ./engine/
 
 bench: bench-fold
 	$(GO) test -run '^$$' -bench 'Apply|List|Derive' -benchmem -benchtime 300x ./projection/
