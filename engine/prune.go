@@ -21,21 +21,29 @@ import (
 // saw, so an object relabelled or replaced since is never deleted.
 func (e *Engine) prune(ctx context.Context, r run, declared map[objKey]bool, live map[objKey]*unstructured.Unstructured) []projection.ReconcileResult {
 	var cands []objKey
+	var out []projection.ReconcileResult
 	for k := range live {
-		if !declared[k] {
-			cands = append(cands, k)
+		if declared[k] {
+			continue
 		}
+		if _, _, ok := e.cfg.Namespaces.Env(k.namespace); !ok {
+			// Outside the namespace map the engine writes nothing, deletes
+			// included; such an object does not count toward the fuse.
+			out = append(out, projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped,
+				Message: dry(r, fmt.Sprintf("policy: namespace %q is not in the namespace map; not pruned", k.namespace))})
+			continue
+		}
+		cands = append(cands, k)
 	}
 	if len(cands) == 0 {
-		return nil
+		return out
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		return resourceOfKind(cands[i].kind, cands[i].namespace, cands[i].name) < resourceOfKind(cands[j].kind, cands[j].namespace, cands[j].name)
 	})
 	skip := func(msg string) []projection.ReconcileResult {
-		out := make([]projection.ReconcileResult, len(cands))
-		for i, k := range cands {
-			out[i] = projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped, Message: dry(r, msg)}
+		for _, k := range cands {
+			out = append(out, projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped, Message: dry(r, msg)})
 		}
 		return out
 	}
@@ -47,7 +55,6 @@ func (e *Engine) prune(ctx context.Context, r run, declared map[objKey]bool, liv
 		return skip(fmt.Sprintf("fuse: %d of the instance's %d objects would be pruned, over the limit of %d objects or %.0f%% (DEPLOY_ENGINE_PRUNE_MAX, DEPLOY_ENGINE_PRUNE_MAX_RATIO); nothing was deleted",
 			n, total, e.cfg.PruneMax, e.cfg.PruneMaxRatio*100))
 	}
-	out := make([]projection.ReconcileResult, 0, n)
 	for _, k := range cands {
 		l := live[k]
 		res := projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name)}

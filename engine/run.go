@@ -79,6 +79,10 @@ func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileRepo
 		k, err := e.policy.Admit(u)
 		if err != nil {
 			rep.Results = append(rep.Results, failed(res, r, err.Error()))
+			if k != projection.KindUnknown {
+				// Still declared: a refused object is never pruned.
+				declared[objKey{k, u.GetNamespace(), u.GetName()}] = true
+			}
 			continue
 		}
 		res = resourceOf(u)
