@@ -33,6 +33,7 @@ func TestEngineE2E(t *testing.T) {
 	t.Run("self-heal", func(t *testing.T) { testSelfHeal(t, c, srv) })
 	t.Run("single flight", func(t *testing.T) { testSingleFlight(t, c, srv) })
 	t.Run("dry run", func(t *testing.T) { testDryRun(t, c, srv) })
+	t.Run("least privilege", func(t *testing.T) { testLeastPrivilege(t, c, srv) })
 	// make bench-engine's code, on a small fleet (the benchmark itself is
 	// not run by make test).
 	t.Run("bench smoke", func(t *testing.T) {

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/engine/enginetest"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// testLeastPrivilege: as deployd's identity bound to deploy/rbac.yaml's
+// ClusterRole (and nothing else), the engine lists, applies and prunes its
+// allow-listed kinds, and that identity may not create what policy
+// refuses.
+func testLeastPrivilege(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		var probe struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &probe); err == nil && probe.Kind == "ClusterRole" {
+			if err := yaml.Unmarshal(doc, &role); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(role.Rules) == 0 {
+		t.Fatal("deploy/rbac.yaml has no ClusterRole rules")
+	}
+	role.ObjectMeta = metav1.ObjectMeta{Name: "deployd-engine-e2e"}
+	cs := c.Clientset()
+	if _, err := cs.RbacV1().ClusterRoles().Create(t.Context(), &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "deployd-engine-e2e"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "deployd"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	repo := srv.NewRepo(t, "fleet-rbac")
+	repo.Commit(t, "an app and a middleware", map[string]string{
+		"crs/a.yaml": appYAML("r-app1", "hanzo", "v1"),
+		"crs/b.yaml": appYAML("r-app2", "hanzo", "v1"),
+		"crs/m.yaml": "apiVersion: hanzo.ai/v1alpha1\nkind: Middleware\nmetadata: {name: r-mw, namespace: hanzo}\nspec: {headers: {x: y}}\n",
+	})
+	user := rest.CopyConfig(c.UserConfig(clustertest.DeploydUser))
+	e, err := New(func() Config {
+		cfg := Defaults()
+		cfg.Repo, cfg.Path, cfg.Instance, cfg.Interval, cfg.Prune, cfg.PruneMaxRatio = repo.URL, "crs", "rbac", 0, true, 0.5
+		cfg.CacheDir = filepath.Join(t.TempDir(), "cache")
+		return cfg
+	}(), user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep *projection.ReconcileReport
+	c.WaitFor(t, 10*time.Second, func() (bool, error) { // the authorizer's cache catches up
+		rep, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+		return err == nil && rep.Synced == 3, nil
+	})
+	repo.Commit(t, "remove one", map[string]string{"crs/b.yaml": ""})
+	rep, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	if err != nil || rep.Pruned != 1 || appExists(t, c, "hanzo", "r-app2") {
+		t.Fatalf("prune as deployd: %v, %+v", err, rep)
+	}
+	cs, err = kubernetes.NewForConfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, try := range []func() error{
+		func() error {
+			_, err := cs.CoreV1().Secrets("hanzo").List(t.Context(), metav1.ListOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.AppsV1().Deployments("hanzo").Create(t.Context(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			return err
+		},
+	} {
+		if err := try(); !apierrors.IsForbidden(err) {
+			t.Errorf("as deployd: got %v, want Forbidden", err)
+		}
+	}
+}
