@@ -124,8 +124,8 @@ func (e *Engine) render(sha string) ([]Doc, error) {
 	}
 	files, err := e.src.Files(sha, e.cfg.Path)
 	if err != nil {
-		var fe *FetchError
-		if errors.As(err, &fe) {
+		var re *RenderError
+		if errors.As(err, &re) {
 			return nil, err
 		}
 		return nil, &RenderError{File: e.cfg.Path, Msg: "read the commit's files: " + err.Error()}

@@ -238,7 +238,7 @@ func (s *Source) Files(sha, dir string) (map[string][]byte, error) {
 	sub := root
 	if dir != "" {
 		if sub, err = root.Tree(dir); err != nil {
-			return nil, &FetchError{Reason: fmt.Sprintf("%s %s: path %q is not a folder at %s", s.display(), s.ref, dir, short(sha))}
+			return nil, &RenderError{File: dir, Msg: fmt.Sprintf("not a folder of the repository at %s (DEPLOY_ENGINE_PATH)", short(sha))}
 		}
 	}
 	prefix := ""
