@@ -88,3 +88,19 @@ func TestSourceToken(t *testing.T) {
 		t.Fatalf("with the token: %q, %v", got, err)
 	}
 }
+
+func TestSourceCredentialKinds(t *testing.T) {
+	key := []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nnot really\n-----END OPENSSH PRIVATE KEY-----\n")
+	if _, err := NewSource("https://git.example.com/r.git", "main", t.TempDir(), key, ""); err == nil || !strings.Contains(err.Error(), "not ssh") {
+		t.Errorf("an SSH key for an https URL: %v", err)
+	}
+	if _, err := NewSource("ssh://git@git.example.com/r.git", "main", t.TempDir(), []byte("token"), ""); err == nil || !strings.Contains(err.Error(), "no SSH private key") {
+		t.Errorf("a token for an ssh URL: %v", err)
+	}
+	if _, err := NewSource("ssh://git@git.example.com/r.git", "main", t.TempDir(), key, ""); err == nil || strings.Contains(err.Error(), "not really") {
+		t.Errorf("an unreadable key: %v", err)
+	}
+	if _, err := NewSource("http://git.example.com/r.git", "main", t.TempDir(), []byte("token"), ""); err == nil {
+		t.Error("a token over plain http to a remote host was accepted")
+	}
+}
