@@ -156,7 +156,9 @@ func parseRepo(repo string, withAuth bool) (*url.URL, error) {
 		return nil, fmt.Errorf("repo %q is not a URL", repo)
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("repo URL must not carry credentials; use the auth file")
+		if _, hasPassword := u.User.Password(); hasPassword || u.Scheme != "ssh" {
+			return nil, fmt.Errorf("repo URL must not carry credentials; use the auth file")
+		}
 	}
 	switch u.Scheme {
 	case "https", "ssh":
