@@ -27,8 +27,8 @@ var extraGrants = map[string][]string{
 	"hanzo.ai/apps":          {"create", "patch", "delete"},
 	"hanzo.ai/middlewares":   {"create", "patch", "delete"},
 	"hanzo.ai/ingressroutes": {"create", "patch", "delete"},
-	"apps/deployments": {"patch"},
-	"/pods/log":        {"get"},
+	"apps/deployments":       {"patch"},
+	"/pods/log":              {"get"},
 }
 
 // clusterRoleRules reads the ClusterRole of deploy/rbac.yaml.
