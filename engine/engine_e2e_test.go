@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -290,6 +291,20 @@ func testBrokenAndPolicy(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 	}
 	if appExists(t, c, "kube-system", "b-kube") || appExists(t, c, "tenant-acme", "b-tenant") {
 		t.Error("a refused App exists")
+	}
+
+	// A fetch failure keeps the last good revision and is reported.
+	if err := os.Rename(repo.Bare, repo.Bare+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(repo.Bare+".gone", repo.Bare) })
+	e.applies.Store(0)
+	_, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	if err == nil || !strings.HasPrefix(err.Error(), "fetch "+repo.URL+" main: ") {
+		t.Fatalf("got %v, want a fetch error naming the repository", err)
+	}
+	if st := e.Status(); st.Revision != sha || st.LastRun.Error != err.Error() || e.applies.Load() != 0 {
+		t.Errorf("after a failed fetch: revision %s (want %s), last run %+v, %d applies", st.Revision, sha, st.LastRun, e.applies.Load())
 	}
 }
 
