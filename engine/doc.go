@@ -6,11 +6,19 @@
 // cache folder; the revision is the commit SHA) and keeps the last good
 // revision when a fetch fails; Render turns the files under the path (or
 // the kustomization there) into objects, with errors that name the file and
-// line; Check applies the policy (allow-listed kinds, mapped namespaces, the
-// tenant org label) before any request is made, so a refused object never
-// reaches the API server, not even as a dry run; the applier sends the
-// objects whose desired state differs from what is live; the pruner deletes
-// labelled objects that the rendering no longer holds, behind the fuse.
+// line; Policy.Admit applies the policy (allow-listed kinds, mapped
+// namespaces, the tenant org label) before any request is made, so a refused
+// object never reaches the API server, not even as a dry run; apply sends the
+// objects whose desired state differs from what is live; prune deletes
+// labelled objects that the rendering no longer holds, behind the fuse. A
+// refused object, and a live one outside the namespace map, is never pruned.
+//
+// Source fetches with go-git, never the git binary; credentials (an HTTPS
+// token as the Basic-auth password, or an SSH key) go only to https, ssh or
+// a loopback http URL, and a fetch error's text has them removed. The
+// package enginetest serves real repositories (git http-backend) to tests,
+// with receive-pack enabled so that a write-back's pushes can be tested
+// against the same server.
 //
 // # Apply
 //
