@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -121,6 +123,18 @@ func (e *Engine) Reconcile(ctx context.Context, trigger string, dryRun bool) (*p
 		runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runTimeout)
 		go func() {
 			defer cancel()
+			defer func() {
+				// A run that panics is a bug: its callers get an error, the
+				// process keeps serving.
+				if p := recover(); p != nil {
+					e.log.Error("engine run panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+					f.report, f.err = nil, errors.New("the engine failed internally; see the server log")
+					e.mu.Lock()
+					e.flights[i] = nil
+					e.mu.Unlock()
+					close(f.done)
+				}
+			}()
 			f.report, f.err = e.runOnce(runCtx, trigger, dryRun)
 			e.mu.Lock()
 			e.flights[i] = nil

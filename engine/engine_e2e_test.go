@@ -35,6 +35,7 @@ func TestEngineE2E(t *testing.T) {
 	t.Run("single flight", func(t *testing.T) { testSingleFlight(t, c, srv) })
 	t.Run("dry run", func(t *testing.T) { testDryRun(t, c, srv) })
 	t.Run("least privilege", func(t *testing.T) { testLeastPrivilege(t, c, srv) })
+	t.Run("kustomization", func(t *testing.T) { testKustomization(t, c, srv) })
 	// make bench-engine's code, on a small fleet (the benchmark itself is
 	// not run by make test).
 	t.Run("bench smoke", func(t *testing.T) {
@@ -437,5 +438,28 @@ func testDryRun(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	}
 	if _, ok := e.Desired(projection.KindApp, "hanzo", "d-app4"); ok {
 		t.Error("a dry run replaced the desired state Desired answers")
+	}
+}
+
+// A path holding a kustomization is built (its base outside the path
+// included) instead of read file by file.
+func testKustomization(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
+	repo := srv.NewRepo(t, "fleet-kustomize")
+	sha := repo.Commit(t, "a base and an overlay", map[string]string{
+		"base/app.yaml":           appYAML("web", "", "v1"),
+		"base/kustomization.yaml": "resources: [app.yaml]\n",
+		"crs/kustomization.yaml":  "resources: [../base]\nnamespace: hanzo-devnet\nnamePrefix: k-\nimages: [{name: ghcr.io/hanzoai/web, newTag: v2}]\n",
+		"crs/stray.yaml":          appYAML("k-stray", "hanzo", "v1"),
+	})
+	e := newTestEngine(t, c, repo.URL, "f7", nil)
+	rep, err := e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Declared != 1 || rep.Synced != 1 || rep.Revision != sha || resultOf(rep, "hanzo.ai/v1/App/hanzo-devnet/k-web").Message != "created" {
+		t.Fatalf("report %+v", rep)
+	}
+	if appExists(t, c, "hanzo", "k-stray") {
+		t.Error("a file the kustomization does not list was applied")
 	}
 }

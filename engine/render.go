@@ -188,8 +188,9 @@ func decodeDocument(body []byte) ([]*unstructured.Unstructured, error) {
 	return []*unstructured.Unstructured{u}, nil
 }
 
-// toObject checks the fields every object needs and converts numbers to
-// the int64/float64 the API server's JSON decodes to.
+// toObject checks the fields every object needs. Its numbers must already
+// be int64 or float64, as the API server's JSON decodes them
+// (normalizeNumbers).
 func toObject(m map[string]any) (*unstructured.Unstructured, error) {
 	av, _ := m["apiVersion"].(string)
 	kind, _ := m["kind"].(string)
@@ -244,6 +245,21 @@ func normalizeNumbers(v any) any {
 			return int64(x)
 		}
 		return x
+	case float32:
+		return normalizeNumbers(float64(x))
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case uint:
+		return int64(x)
+	case uint32:
+		return int64(x)
+	case uint64:
+		if x <= 1<<63-1 {
+			return int64(x)
+		}
+		return float64(x)
 	}
 	return v
 }

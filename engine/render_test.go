@@ -81,7 +81,7 @@ func TestRenderErrorsNameFileAndLine(t *testing.T) {
 
 func TestRenderKustomize(t *testing.T) {
 	files := map[string][]byte{
-		"base/app.yaml":                []byte("apiVersion: hanzo.ai/v1\nkind: App\nmetadata: {name: web}\nspec: {image: {repository: r, tag: v1}}\n"),
+		"base/app.yaml":                []byte("apiVersion: hanzo.ai/v1\nkind: App\nmetadata: {name: web}\nspec: {replicas: 3, image: {repository: r, tag: v1}}\n"),
 		"base/kustomization.yaml":      []byte("resources: [app.yaml]\n"),
 		"overlay/kustomization.yaml":   []byte("resources: [../base]\nnamespace: hanzo-devnet\nnamePrefix: dev-\n"),
 		"overlay/ignored-by-kust.yaml": []byte("apiVersion: hanzo.ai/v1\nkind: App\nmetadata: {name: not-listed}\n"),
@@ -92,6 +92,11 @@ func TestRenderKustomize(t *testing.T) {
 	}
 	if len(docs) != 1 || docs[0].Object.GetName() != "dev-web" || docs[0].Object.GetNamespace() != "hanzo-devnet" {
 		t.Fatalf("got %v, want one App dev-web in hanzo-devnet", names(docs))
+	}
+	// Numbers are the API server's JSON types (kustomize hands out int):
+	// the object can be deep-copied and compared with a live one.
+	if r, ok, _ := unstructuredInt(docs[0].Object.DeepCopy().Object, "spec", "replicas"); !ok || r != 3 {
+		t.Errorf("replicas %v (int64 %v), want int64 3", r, ok)
 	}
 }
 
@@ -149,6 +154,7 @@ func FuzzRender(f *testing.F) {
 			return
 		}
 		for _, d := range docs {
+			d.Object.DeepCopy() // panics on a number of a type JSON does not decode to
 			if d.Object.GetKind() == "" || d.Object.GetName() == "" || d.Line < 1 {
 				t.Fatalf("rendered %v at line %d", d.Object.Object, d.Line)
 			}
