@@ -28,6 +28,8 @@ var _ handlers.Engine = (*engine.Engine)(nil)
 //	DEPLOY_ENGINE_PRUNE_MAX_RATIO  0.20
 //	DEPLOY_ENGINE_INTERVAL         3m (0: on demand only)
 //	DEPLOY_ENGINE_AUTH_FILE        a file holding an HTTPS token or an SSH private key
+//	                               (ssh checks the server's key against the file named by
+//	                               SSH_KNOWN_HOSTS, else ~/.ssh/known_hosts: mount one)
 //	DEPLOY_ENGINE_AUTH_USER        git (the Basic-auth user sent with a token)
 //	DEPLOY_ENGINE_WEBHOOK_SECRET   the HMAC key of POST /v1/deploy/webhook/git
 //	DEPLOY_ENGINE_CACHE_DIR        where the repository is fetched ($XDG_CACHE_HOME/deployd/engine/<instance>)
