@@ -148,17 +148,3 @@ func errReason(err error) string {
 	}
 	return err.Error()
 }
-
-// engineSourceDisplay points the Applications' spec.source at the engine's
-// repository when it is enabled and DEPLOY_SOURCE_* leave it unset.
-func engineSourceDisplay(pcfg *projection.Config, cfg engine.Config, getenv func(string) string) {
-	if getenv("DEPLOY_SOURCE_REPO") == "" {
-		pcfg.Source.RepoURL = cfg.Repo
-	}
-	if getenv("DEPLOY_SOURCE_PATH") == "" {
-		pcfg.Source.Path = cfg.Path
-	}
-	if getenv("DEPLOY_SOURCE_REVISION") == "" {
-		pcfg.Source.TargetRevision = cfg.Ref
-	}
-}

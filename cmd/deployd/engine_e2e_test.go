@@ -47,7 +47,8 @@ func TestPlaneRunsTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	pcfg := projection.DefaultConfig()
-	engineSourceDisplay(&pcfg, eng.Config(), envMap(nil))
+	src := eng.Config().Source()
+	pcfg.Engine, pcfg.EngineInstance = &src, eng.Config().Instance
 	feed := cluster.NewFeed()
 	w, err := cluster.NewWatcher(c.Config, "", feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log})
 	if err != nil {
@@ -81,7 +82,17 @@ func TestPlaneRunsTheEngine(t *testing.T) {
 	if st := eng.Status(); st.Runs < 1 || st.LastRun == nil || st.LastRun.Trigger != projection.TriggerInterval || st.Revision != sha {
 		t.Errorf("engine status %+v", st)
 	}
-	if pcfg.Source.RepoURL != repo.URL || pcfg.Source.TargetRevision != "main" || pcfg.Source.Path != "crs" {
-		t.Errorf("spec.source display %+v, want the engine's repo, ref and path", pcfg.Source)
+	// The App comes back through the watch as managed: its Application's
+	// source is the engine's, its sync revision the commit.
+	c.WaitFor(t, 30*time.Second, func() (bool, error) {
+		app := p.store.Snapshot().Get("hanzo", "web")
+		return app != nil && app.Engine != nil && app.Engine.Revision == sha, nil
+	})
+	got := p.store.Snapshot().Get("hanzo", "web").Application()
+	if src := got.Spec.Source; src.RepoURL != repo.URL || src.TargetRevision != "main" || src.Path != "crs" {
+		t.Errorf("spec.source %+v, want the engine's repo, ref and path", src)
+	}
+	if got.Status.Sync.Revision != sha {
+		t.Errorf("status.sync.revision %q, want %s", got.Status.Sync.Revision, sha)
 	}
 }

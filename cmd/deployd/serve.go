@@ -74,9 +74,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if engEnv.Enabled {
-		engineSourceDisplay(&pcfg, engEnv.Config, os.Getenv)
-	}
+	// Apps the engine applied show its source as spec.source, and
+	// GET /v1/deploy/gitops names it even while the engine is disabled.
+	src := engEnv.Config.Source()
+	pcfg.Engine, pcfg.EngineInstance = &src, engEnv.Config.Instance
 	shutdownTracing, err := setupTracing(ctx, log)
 	if err != nil {
 		return err
