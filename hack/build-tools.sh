@@ -3,7 +3,7 @@
 # folder outside the repository, skipping anything already built:
 #   kube-apiserver, kube-controller-manager, kube-scheduler (v1.37.2),
 #   etcd (v3.7.3), hydra (v2.3.0, sqlite in-memory), docker-compose (v5.6.0),
-#   registry (distribution v3.1.2, the OCI registry of the release source's tests)
+#   registry (distribution v3.1.2, the OCI registry of the release source's tests),
 #   promtool (Prometheus v0.316.0, for deploy/monitoring's alert rules)
 #   and kubectl (k8s.io/kubectl v0.37.2, for make bench-engine).
 # Usage: hack/build-tools.sh [component...]   (default: all)
