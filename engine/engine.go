@@ -42,6 +42,7 @@ type Engine struct {
 	trigger chan string // size 1: triggers coalesce
 
 	mu        sync.Mutex
+	onRun     func(*projection.ReconcileReport, error, time.Duration, time.Time)
 	flights   [2]*flight // in flight: [0] applies, [1] dry runs
 	runs      int64
 	lastRun   *projection.EngineRun
@@ -101,6 +102,16 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 		now:     time.Now,
 		trigger: make(chan string, 1),
 	}, nil
+}
+
+// OnRun sets a function called once per finished run that was not a dry
+// run, whatever its trigger and however many callers shared it, with its
+// report (nil when err says why it could not complete), its duration and
+// its end (the metrics' hook). Set it before the first run.
+func (e *Engine) OnRun(f func(rep *projection.ReconcileReport, err error, took time.Duration, finished time.Time)) {
+	e.mu.Lock()
+	e.onRun = f
+	e.mu.Unlock()
 }
 
 // Config is the engine's configuration (defaults filled in).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -360,6 +361,12 @@ func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 	repo.Commit(t, "three apps", map[string]string{"crs/s1.yaml": appYAML("s-app1", "hanzo", "v1"), "crs/s2.yaml": appYAML("s-app2", "hanzo", "v1"), "crs/s3.yaml": appYAML("s-app3", "hanzo", "v1")})
 	e := newTestEngine(t, c, repo.URL, "f5", nil)
 
+	var hooked atomic.Int64
+	e.OnRun(func(rep *projection.ReconcileReport, err error, took time.Duration, finished time.Time) {
+		if rep != nil && err == nil && took > 0 && !finished.IsZero() {
+			hooked.Add(1)
+		}
+	})
 	const callers = 8
 	release := srv.Hold(t) // the run's fetch waits until every caller joined
 	reports := make([]*projection.ReconcileReport, callers)
@@ -380,8 +387,11 @@ func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 			t.Fatalf("caller %d: %v, report shared %v", i, errs[i], reports[i] == reports[0])
 		}
 	}
-	if e.applies.Load() != 3 || e.Status().Runs != 1 || reports[0].Synced != 3 {
-		t.Fatalf("%d callers: %d applies (want 3), %d runs (want 1)", callers, e.applies.Load(), e.Status().Runs)
+	if e.applies.Load() != 3 || e.Status().Runs != 1 || reports[0].Synced != 3 || hooked.Load() != 1 {
+		t.Fatalf("%d callers: %d applies (want 3), %d runs (want 1), %d OnRun calls (want 1)", callers, e.applies.Load(), e.Status().Runs, hooked.Load())
+	}
+	if _, err := e.Reconcile(t.Context(), projection.TriggerRequest, true); err != nil || hooked.Load() != 1 {
+		t.Fatalf("a dry run: %v, %d OnRun calls (want still 1)", err, hooked.Load())
 	}
 	// A caller that gives up does not cancel the run the others share.
 	repo.Commit(t, "bump s-app2", map[string]string{"crs/s2.yaml": appYAML("s-app2", "hanzo", "v2")})

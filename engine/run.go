@@ -40,7 +40,11 @@ func (e *Engine) runOnce(ctx context.Context, trigger string, dryRun bool) (*pro
 	if err == nil && !dryRun {
 		e.desired = desired
 	}
+	onRun := e.onRun
 	e.mu.Unlock()
+	if onRun != nil && !dryRun {
+		onRun(rep, err, end.Sub(start), end)
+	}
 	return rep, err
 }
 

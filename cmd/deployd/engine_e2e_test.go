@@ -4,7 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +97,11 @@ func TestPlaneRunsTheEngine(t *testing.T) {
 	}
 	if got.Status.Sync.Revision != sha {
 		t.Errorf("status.sync.revision %q, want %s", got.Status.Sync.Revision, sha)
+	}
+	// The loop's runs reach the metrics.
+	rec := httptest.NewRecorder()
+	p.metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if body := rec.Body.String(); !strings.Contains(body, `deployd_engine_runs_total{result="succeeded"}`) {
+		t.Errorf("the metrics hold no succeeded engine run:\n%.2000s", body)
 	}
 }

@@ -85,6 +85,11 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		ClusterName:   cfg.ClusterName,
 	})
 	cfg.Feed.OnBatch = func(b cluster.Batch) { p.metrics.Batch(b.Size, b.Fold, b.Wait) }
+	if hook, ok := cfg.Engine.(interface {
+		OnRun(func(*projection.ReconcileReport, error, time.Duration, time.Time))
+	}); ok {
+		hook.OnRun(p.metrics.EngineRun) // every finished run, whatever its trigger
+	}
 	logs := cfg.Logs
 	if logs == nil {
 		logs = watcherLogs{cfg.Watcher}
