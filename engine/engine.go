@@ -48,6 +48,11 @@ type Engine struct {
 	lastRun   *projection.EngineRun
 	nextRunAt *time.Time
 	desired   map[objKey]map[string]any
+	files     map[objKey]string // the file that declared each App
+
+	wbMu sync.Mutex // one write-back at a time
+	// beforePush, when set (by tests), runs before each push.
+	beforePush func(attempt int)
 }
 
 type flight struct {
