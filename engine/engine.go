@@ -50,7 +50,12 @@ type Engine struct {
 	desired   map[objKey]map[string]any
 	files     map[objKey]string // the file that declared each App
 
-	wbMu sync.Mutex // one write-back at a time
+	wbMu sync.Mutex // one write-back at a time; guards history
+	// history caches the last History answer, by head, file and App.
+	history struct {
+		key     string
+		commits []projection.GitCommit
+	}
 	// beforePush, when set (by tests), runs before each push.
 	beforePush func(attempt int)
 }

@@ -26,15 +26,7 @@ const pushAttempts = 4
 var Committer = object.Signature{Name: "deployd", Email: "deployd@localhost"}
 
 // TagWrite is a write-back: set the App's spec.image.tag in its file.
-type TagWrite struct {
-	Namespace, Name, Tag string
-	// Verb is "rollback" or "release": it words the commit message.
-	Verb        string
-	AuthorName  string
-	AuthorEmail string
-	// RequestID goes into the message's Request-Id trailer.
-	RequestID string
-}
+type TagWrite = projection.TagWrite
 
 // WriteError is a write-back that did not land; its text is safe for a
 // client. Conflict marks one the caller may retry (the ref kept moving,

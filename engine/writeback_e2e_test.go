@@ -128,6 +128,30 @@ func testWriteOneLine(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 	if s := gitOut(t, repo.Bare, "log", "-1", "--format=%s", rel); s != "deploy: release hanzo/wb-api v1.0.0" {
 		t.Fatalf("release subject %q", s)
 	}
+
+	// History: the commits that touched the App's file, newest first; the
+	// release of the other App is not among them.
+	hist, err := e.History(t.Context(), "hanzo", "wb-web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 2 || hist[0].SHA != sha || hist[1].SHA != first ||
+		hist[0].Author != "Ada Lovelace <ada@example.com>" || hist[0].Tag != "v1.1.0" || hist[1].Tag != "v1.2.0" ||
+		!strings.HasPrefix(hist[0].Message, "deploy: roll back hanzo/wb-web to v1.1.0") || hist[1].Message != "fleet" || hist[0].Date.IsZero() {
+		t.Fatalf("history %+v", hist)
+	}
+	// An outside commit to the file shows once the engine has fetched it.
+	gitOut(t, repo.Work, "pull", "--quiet", "--ff-only", "origin", "main")
+	bump := repo.Commit(t, "bump web", map[string]string{"crs/web.yaml": strings.Replace(webFile, `"v1.2.0"`, `"v1.3.0"`, 1)})
+	if _, err := e.Reconcile(t.Context(), "request", false); err != nil {
+		t.Fatal(err)
+	}
+	if hist, err = e.History(t.Context(), "hanzo", "wb-web"); err != nil || len(hist) != 3 || hist[0].SHA != bump || hist[0].Tag != "v1.3.0" || hist[0].Author != "test <test@example.com>" {
+		t.Fatalf("history after an outside commit: %+v, %v", hist, err)
+	}
+	if hist, err := e.History(t.Context(), "hanzo", "nope"); err != nil || hist != nil {
+		t.Fatalf("an App the engine does not declare: %+v, %v", hist, err)
+	}
 }
 
 func testWriteConcurrent(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
