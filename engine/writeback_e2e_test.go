@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine/enginetest"
+	"github.com/hanzoai/deploy/projection"
 )
 
 const webFile = `# the storefront
@@ -38,6 +40,60 @@ func TestWriteBackE2E(t *testing.T) {
 	t.Run("rollback commits one line", func(t *testing.T) { testWriteOneLine(t, c, srv) })
 	t.Run("concurrent and racing", func(t *testing.T) { testWriteConcurrent(t, c, srv) })
 	t.Run("refused", func(t *testing.T) { testWriteRefused(t, c, srv) })
+	t.Run("token never logged", func(t *testing.T) { testWriteTokenNotLogged(t, c) })
+}
+
+// With a token, the write-back pushes with it; neither the log nor an
+// error carries it.
+func testWriteTokenNotLogged(t *testing.T, c *clustertest.Cluster) {
+	const token = "s3cr3t-push-token"
+	srv := enginetest.NewServer(t, enginetest.WithBasicAuth("bot", token))
+	repo := srv.NewRepo(t, "wb4")
+	repo.Commit(t, "fleet", map[string]string{"crs/a.yaml": appYAML("wb4-a", "hanzo", "v1.0.0")})
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	newEngine := func(secret string) *Engine {
+		cfg := Defaults()
+		cfg.Repo, cfg.Path, cfg.Instance, cfg.Interval, cfg.Push = repo.URL, "crs", "wb4", 0, true
+		cfg.Auth, cfg.AuthUser, cfg.CacheDir = []byte(secret), "bot", t.TempDir()+"/cache"
+		e, err := New(cfg, c.Config, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := newEngine(token)
+	if _, err := e.Reconcile(t.Context(), "request", false); err != nil {
+		t.Fatal(err)
+	}
+	sha, err := e.WriteTag(t.Context(), TagWrite{Namespace: "hanzo", Name: "wb4-a", Tag: "v0.9.0", Verb: "rollback", AuthorName: "a"})
+	if err != nil || sha != repo.Head(t) {
+		t.Fatalf("push with a token: %q, %v", sha, err)
+	}
+	// A wrong token: the fetch is refused, and the error names no token.
+	bad := newEngine("wrong-" + token)
+	bad.mu.Lock()
+	bad.files = map[objKey]string{{projection.KindApp, "hanzo", "wb4-a"}: "crs/a.yaml"}
+	bad.mu.Unlock()
+	if _, err := bad.WriteTag(t.Context(), TagWrite{Namespace: "hanzo", Name: "wb4-a", Tag: "v0.8.0", Verb: "rollback"}); err == nil || strings.Contains(err.Error(), token) {
+		t.Fatalf("a wrong token: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "engine write-back") || strings.Contains(logs.String(), token) {
+		t.Fatalf("the log holds the token, or no write-back line:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }
 
 func gitOut(t *testing.T, dir string, args ...string) string {
