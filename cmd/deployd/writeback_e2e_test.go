@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -235,5 +236,77 @@ func TestWriteBackRoutesE2E(t *testing.T) {
 	}
 	if tag := liveTag(t, c, "hanzo", "pinned"); tag != "v1.2.0" {
 		t.Fatalf("push off changed the cluster's tag to %q", tag)
+	}
+}
+
+// Rollback by id of an App the engine declares: the id names a ReplicaSet
+// revision of the history joined with git by tag; the answer is a commit
+// of one line, and the App in the cluster carries the tag.
+func TestWriteBackRollbackByIDE2E(t *testing.T) {
+	c := clustertest.Start(t, clustertest.WithControllers())
+	c.Apply(t, clustertest.Object(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: hanzo}\n"))
+	srv := enginetest.NewServer(t)
+	repo := srv.NewRepo(t, "shopfleet")
+	shop := "apiVersion: hanzo.ai/v1\nkind: App\nmetadata:\n  name: shop\n  namespace: hanzo\nspec:\n  # the storefront\n  image: {repository: ghcr.io/hanzoai/shop, tag: v1.0.0}\n  replicas: 2\n"
+	repo.Commit(t, "shop", map[string]string{"crs/shop.yaml": shop})
+	eng := newPlaneEngine(t, c, repo.URL, "wbid", true)
+	live, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &writeFixture{t: t, c: c, uid: string(live.GetUID())}
+	c.Apply(t, f.deployment("v1.0.0"))
+	f.operator()
+	env := startPlaneWith(t, c.Config, func(pc *planeConfig) { pc.Engine = eng })
+	env.waitReady(t, 30*time.Second)
+	tok := env.token(t, ada, time.Hour)
+	waitHistory := func(want string) {
+		t.Helper()
+		c.WaitFor(t, 90*time.Second, func() (bool, error) {
+			a := env.p.store.Snapshot().Get("hanzo", "shop")
+			if a == nil {
+				return false, nil
+			}
+			var got []string
+			for _, h := range a.History {
+				got = append(got, fmt.Sprintf("%d:%s", h.ID, h.Revision))
+			}
+			return strings.Join(got, ",") == want, nil
+		})
+	}
+	waitHistory("1:v1.0.0")
+	r := env.send(t, nil, http.MethodPost, "/v1/paas/apps/shop/release?env=main", tok, `{"tag":"v1.1.0"}`)
+	if r.code != http.StatusOK || !strings.Contains(r.body, `"commit":"`+repo.Head(t)+`"`) {
+		t.Fatalf("release: %d %s", r.code, r.body)
+	}
+	f.operator()
+	waitHistory("1:v1.0.0,2:v1.1.0")
+	before := repo.Head(t)
+	r = env.send(t, nil, http.MethodPost, "/v1/deploy/applications/shop/rollback", tok, `{"id": 1}`)
+	if r.code != http.StatusOK || !strings.Contains(r.body, `"commit":"`+repo.Head(t)+`"`) || repo.Head(t) == before {
+		t.Fatalf("rollback by id: %d %s", r.code, r.body)
+	}
+	oneLine(t, repo.Bare, before, repo.Head(t), "crs/shop.yaml", "  image: {repository: ghcr.io/hanzoai/shop, tag: v1.0.0}")
+	if tag := liveTag(t, c, "hanzo", "shop"); tag != "v1.0.0" {
+		t.Fatalf("the cluster carries %q after the rollback by id", tag)
+	}
+	// The joined history: the ReplicaSet ids sit on the newest commit of
+	// their tag.
+	r = env.send(t, nil, http.MethodGet, "/v1/deploy/applications/shop", tok, "")
+	var got struct {
+		Status struct {
+			History []struct {
+				ID       int64  `json:"id"`
+				Revision string `json:"revision"`
+				Commit   string `json:"commit"`
+			} `json:"history"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil || len(got.Status.History) != 3 {
+		t.Fatalf("application: %d %s", r.code, r.body)
+	}
+	h := got.Status.History
+	if h[0].ID != 1 || h[0].Revision != "v1.0.0" || h[0].Commit != repo.Head(t) || h[1].ID != 2 || h[1].Revision != "v1.1.0" || h[2].ID != 0 || h[2].Revision != "v1.0.0" {
+		t.Fatalf("joined history %+v", h)
 	}
 }
