@@ -30,7 +30,15 @@ func (e *Engine) History(ctx context.Context, namespace, name string) ([]project
 	if err != nil {
 		return nil, nil
 	}
-	e.wbMu.Lock()
+	app := file + " " + namespace + "/" + name
+	if !e.wbMu.TryLock() {
+		// A write-back is under way (it may take a reconcile): a read does
+		// not wait for it when it has an answer already.
+		if commits, ok := e.cachedHistory("", app); ok {
+			return commits, nil
+		}
+		e.wbMu.Lock()
+	}
 	defer e.wbMu.Unlock()
 	r, err := e.writeRepo()
 	if err != nil {
@@ -46,9 +54,8 @@ func (e *Engine) History(ctx context.Context, namespace, name string) ([]project
 			return nil, err
 		}
 	}
-	key := head.Hash().String() + " " + file + " " + namespace + "/" + name
-	if e.history.key == key {
-		return e.history.commits, nil
+	if commits, ok := e.cachedHistory(head.Hash().String(), app); ok {
+		return commits, nil
 	}
 	iter, err := r.Log(&git.LogOptions{From: head.Hash(), FileName: &file, Order: git.LogOrderCommitterTime})
 	if err != nil {
@@ -79,8 +86,24 @@ func (e *Engine) History(ctx context.Context, namespace, name string) ([]project
 	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	e.history.key, e.history.commits = key, out
+	e.histMu.Lock()
+	if e.history.head == head.Hash().String() {
+		e.history.byApp[app] = out
+	}
+	e.histMu.Unlock()
 	return out, nil
+}
+
+// cachedHistory is the cached answer for app; at head, when head is not
+// "" (a new head empties the cache).
+func (e *Engine) cachedHistory(head, app string) ([]projection.GitCommit, bool) {
+	e.histMu.Lock()
+	defer e.histMu.Unlock()
+	if head != "" && e.history.head != head {
+		e.history.head, e.history.byApp = head, map[string][]projection.GitCommit{}
+	}
+	commits, ok := e.history.byApp[app]
+	return commits, ok
 }
 
 var errStop = errors.New("stop")
