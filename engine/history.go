@@ -42,7 +42,7 @@ func (e *Engine) History(ctx context.Context, namespace, name string) ([]project
 	defer e.wbMu.Unlock()
 	r, err := e.writeRepo()
 	if err != nil {
-		return nil, fmt.Errorf("the write-back cache: %v", err)
+		return nil, fmt.Errorf("the write-back cache: %w", err)
 	}
 	want := e.src.Revision()
 	head, err := r.Reference(baseRef, true)

@@ -21,9 +21,11 @@ import (
 // non-fast-forward, a fetch, the edit again, and another push.
 const pushAttempts = 4
 
-// Committer is the committer of every write-back commit; the author is the
-// caller.
-var Committer = object.Signature{Name: "deployd", Email: "deployd@localhost"}
+// The committer of every write-back commit; the author is the caller.
+const (
+	CommitterName  = "deployd"
+	CommitterEmail = "deployd@localhost"
+)
 
 // TagWrite is a write-back: set the App's spec.image.tag in its file.
 type TagWrite = projection.TagWrite
@@ -89,7 +91,7 @@ func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 	defer e.wbMu.Unlock()
 	r, err := e.writeRepo()
 	if err != nil {
-		return "", fmt.Errorf("the write-back cache: %v", err)
+		return "", fmt.Errorf("the write-back cache: %w", err)
 	}
 	var sha string
 	for attempt := 1; ; attempt++ {
@@ -228,8 +230,7 @@ func (e *Engine) commitTag(r *git.Repository, base *object.Commit, file string, 
 	if author.Name == "" {
 		author.Name = "deployd"
 	}
-	committer := Committer
-	committer.When = now
+	committer := object.Signature{Name: CommitterName, Email: CommitterEmail, When: now}
 	c := &object.Commit{
 		Author: author, Committer: committer, TreeHash: tree, ParentHashes: []plumbing.Hash{base.Hash},
 		Message: CommitMessage(w),
