@@ -15,7 +15,9 @@ import (
 type Principal struct {
 	Subject  string
 	Username string
-	Email    string
+	// Name is the token's name claim ("" when it has none).
+	Name  string
+	Email string
 	// Org is the caller's organization ("" when the token names none, or
 	// names one that cannot be a namespace suffix).
 	Org    string
@@ -66,6 +68,7 @@ func (m ClaimMapping) principalFromClaims(raw []byte, issuer, subject string, ex
 		Issuer:  issuer,
 		Expiry:  expiry,
 		Email:   claimString(claims, "email"),
+		Name:    claimString(claims, "name"),
 		Groups:  claimStrings(claims, m.GroupsClaim),
 	}
 	for _, k := range []string{"preferred_username", "name", "email", "sub"} {

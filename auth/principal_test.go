@@ -24,13 +24,13 @@ func TestPrincipalFromClaims(t *testing.T) {
 		{
 			name: "member", m: def,
 			claims: `{"sub":"u1","preferred_username":"alice","name":"Alice A","email":"a@x","owner":"acme","isAdmin":false,"groups":["a","b"]}`,
-			want:   Principal{Subject: "u1", Username: "alice", Email: "a@x", Org: "acme", Groups: []string{"a", "b"}},
+			want:   Principal{Subject: "u1", Username: "alice", Name: "Alice A", Email: "a@x", Org: "acme", Groups: []string{"a", "b"}},
 		},
 		{
 			name:   "username falls back to name",
 			m:      def,
 			claims: `{"sub":"u1","name":"Alice A","email":"a@x"}`,
-			want:   Principal{Subject: "u1", Username: "Alice A", Email: "a@x"},
+			want:   Principal{Subject: "u1", Username: "Alice A", Name: "Alice A", Email: "a@x"},
 		},
 		{
 			name: "username falls back to email", m: def,

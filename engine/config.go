@@ -42,6 +42,9 @@ type Config struct {
 	// logged.
 	Auth     []byte
 	AuthUser string
+	// Push turns write-back on: rollbacks and releases of the Apps the
+	// engine declares are commits pushed to Ref (a branch).
+	Push bool
 	// CacheDir holds the fetched repository.
 	CacheDir string
 }
@@ -113,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.Interval < 0 {
 		return bad("Interval", "interval %v must not be negative", c.Interval)
+	}
+	if c.Push && strings.HasPrefix(c.Ref, "refs/") && !strings.HasPrefix(c.Ref, "refs/heads/") {
+		return bad("Ref", "ref %q is not a branch: write-back (push) needs one", c.Ref)
 	}
 	if len(c.Allow) == 0 {
 		return bad("Allow", "the allow-list is empty")

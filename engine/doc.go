@@ -52,10 +52,32 @@
 // Each run writes one audit line (slog) with its id, trigger, revision and
 // counts; credentials are never logged or put in an error.
 //
+// # Write-back
+//
+// With Config.Push, WriteTag makes a rollback or release of an App the last
+// rendering declared a commit (DESIGN.md §13.3). The rendering keeps which
+// file declared each App (Manages); EditTag changes only the bytes of that
+// App's spec.image.tag scalar, in its own quoting, so comments, key order
+// and every other byte of a file of one or many documents are kept. The
+// commit is built from objects (blob, the trees up to the root, the commit)
+// in a full bare clone of the branch beside the run's shallow cache: its
+// author is the caller, its committer deployd, its message
+// "deploy: roll back <ns>/<name> to <tag>" or "deploy: release <ns>/<name>
+// <tag>" with a Request-Id trailer, every part reduced to characters that
+// cannot break a line. It is pushed to the engine's branch only, never
+// forced; a non-fast-forward is fetched, edited again and pushed again, at
+// most pushAttempts pushes in all, then a WriteError with Conflict. Then
+// the engine reconciles at once (again if the run it joined had fetched
+// before the push). Write-backs run one at a time (one mutex), so two of
+// different Apps both land. History reads the same clone: the commits that
+// touched the App's file, newest first, with the tag each declares; it is
+// a read-side join made by the routes, never folded.
+//
 // # What the engine never does
 //
 // Apply a kind outside the allow-list, write outside the namespace map,
-// create a namespace, delete an object without the instance label, prune
+// push to another branch, force a push, commit a change to another file or
+// line, create a namespace, delete an object without the instance label, prune
 // past the fuse, or send credentials over plain http to a host other than a
 // loopback one. It never talks to the projection or the stream: what it
 // applies comes back through the watch.

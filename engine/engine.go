@@ -48,6 +48,18 @@ type Engine struct {
 	lastRun   *projection.EngineRun
 	nextRunAt *time.Time
 	desired   map[objKey]map[string]any
+	files     map[objKey]string // the file that declared each App
+
+	wbMu   sync.Mutex // one write-back at a time
+	histMu sync.Mutex // guards history
+	// history caches History's answers at one head of the branch, by file
+	// and App; a new head empties it.
+	history struct {
+		head  string
+		byApp map[string][]projection.GitCommit
+	}
+	// beforePush, when set (by tests), runs before each push.
+	beforePush func(attempt int)
 }
 
 type flight struct {

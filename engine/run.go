@@ -22,7 +22,7 @@ func (e *Engine) runOnce(ctx context.Context, trigger string, dryRun bool) (*pro
 	id := fmt.Sprintf("%s-%d", start.Format("20060102T150405Z"), e.runs)
 	e.mu.Unlock()
 
-	rep, desired, err := e.pipeline(ctx, run{id: id, start: start, dryRun: dryRun})
+	rep, desired, files, err := e.pipeline(ctx, run{id: id, start: start, dryRun: dryRun})
 	end := e.now().UTC()
 	rec := projection.EngineRun{ID: id, Trigger: trigger, StartedAt: start, FinishedAt: end}
 	attrs := []any{"id", id, "trigger", trigger, "dryRun", dryRun, "repo", e.cfg.Repo, "ref", e.cfg.Ref,
@@ -39,6 +39,7 @@ func (e *Engine) runOnce(ctx context.Context, trigger string, dryRun bool) (*pro
 	e.lastRun = &rec
 	if err == nil && !dryRun {
 		e.desired = desired
+		e.files = files
 	}
 	onRun := e.onRun
 	e.mu.Unlock()
@@ -56,15 +57,15 @@ type run struct {
 	dryRun bool
 }
 
-func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileReport, map[objKey]map[string]any, error) {
+func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileReport, map[objKey]map[string]any, map[objKey]string, error) {
 	sha, err := e.src.Fetch(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	r.sha = sha
 	docs, err := e.render(sha)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	rep := &projection.ReconcileReport{
 		Instance: e.cfg.Instance,
@@ -77,6 +78,7 @@ func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileRepo
 	var admitted []admittedObj
 	declared := map[objKey]bool{}
 	firstAt := map[string]string{}
+	files := map[objKey]string{}
 	for _, d := range docs {
 		u := d.Object.DeepCopy()
 		res := resourceOf(u)
@@ -97,11 +99,14 @@ func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileRepo
 		}
 		firstAt[res] = d.where()
 		declared[key] = true
+		if k == projection.KindApp {
+			files[key] = d.File
+		}
 		admitted = append(admitted, admittedObj{key: key, obj: u, resource: res})
 	}
 	live, err := e.listLive(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	results, desired := e.apply(ctx, r, admitted, live)
 	rep.Results = append(rep.Results, results...)
@@ -118,7 +123,7 @@ func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileRepo
 		}
 	}
 	rep.Declared = rep.Synced + rep.Failed
-	return rep, desired, nil
+	return rep, desired, files, nil
 }
 
 // render renders the commit, reusing the last rendering of the same commit.

@@ -201,6 +201,9 @@ func (s *Server) getApplication(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if hist, _, ok := s.gitHistory(c, a); ok {
+		return s.applicationWithGitHistory(c, a, hist)
+	}
 	return s.respondCached(c, a.Revision, "app|"+a.Key().String(), func() ([]byte, error) { return a.ApplicationJSON(), nil })
 }
 
@@ -233,8 +236,10 @@ func (s *Server) syncWindows(c echo.Context) error {
 // revisionMetadata is Argo CD's RevisionMetadata; date is absent when
 // deployd does not know it (a declared release not rolled out yet).
 type revisionMetadata struct {
-	Date    string `json:"date,omitempty"`
-	Message string `json:"message"`
+	Author  string   `json:"author,omitempty"`
+	Date    string   `json:"date,omitempty"`
+	Message string   `json:"message"`
+	Tags    []string `json:"tags,omitempty"`
 }
 
 // revisionMetadata answers for a revision the app has run, or the one it
@@ -247,6 +252,11 @@ func (s *Server) revisionMetadata(c echo.Context) error {
 	rev := c.Param("rev")
 	if err := agrees(c.QueryParams(), "revision", rev, "revision"); err != nil {
 		return err
+	}
+	if _, commits, ok := s.gitHistory(c, a); ok {
+		if m, ok := gitRevisionMetadata(commits, rev); ok {
+			return c.JSON(http.StatusOK, m)
+		}
 	}
 	for i := len(a.History) - 1; i >= 0; i-- {
 		h := a.History[i]

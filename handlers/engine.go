@@ -21,4 +21,17 @@ type Engine interface {
 	// Desired is the object as the last rendering declared it, when the
 	// engine manages it.
 	Desired(kind projection.Kind, namespace, name string) (map[string]any, bool)
+	// Manages reports whether the last rendering declared the App, and the
+	// file (relative to the repository root) that declares it.
+	Manages(namespace, name string) (file string, ok bool)
+	// PushEnabled reports whether rollbacks and releases are commits.
+	PushEnabled() bool
+	// WriteTag commits the App's new tag to its file, pushes it and
+	// reconciles; it answers the commit's SHA, "" when the tag is already
+	// the declared one. An error's text is safe for a client; an error with
+	// a Conflict() bool method answering true is a 409, one with Invalid()
+	// a 400.
+	WriteTag(ctx context.Context, w projection.TagWrite) (string, error)
+	// History is the commits that touched the App's file, newest first.
+	History(ctx context.Context, namespace, name string) ([]projection.GitCommit, error)
 }

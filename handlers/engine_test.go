@@ -58,6 +58,19 @@ func (f *fakeEngine) Desired(kind projection.Kind, ns, name string) (map[string]
 	return obj, ok
 }
 
+// The fake declares no App in git: rollbacks keep the cluster patch path.
+func (f *fakeEngine) Manages(string, string) (string, bool) { return "", false }
+
+func (f *fakeEngine) PushEnabled() bool { return false }
+
+func (f *fakeEngine) WriteTag(context.Context, projection.TagWrite) (string, error) {
+	return "", errors.New("the fake engine declares no App")
+}
+
+func (f *fakeEngine) History(context.Context, string, string) ([]projection.GitCommit, error) {
+	return nil, nil
+}
+
 func (f *fakeEngine) calls() (reconciles []bool, triggers []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -34,9 +34,10 @@ func (s *Server) writeRoutes() {
 	e := s.e
 	w := []echo.MiddlewareFunc{s.requireWriter, s.requireReady}
 	for path, h := range map[string]echo.HandlerFunc{
-		"/v1/deploy/:name/sync":     s.sync(nativeParams),
-		"/v1/deploy/:name/rollback": s.rollback(nativeParams),
-		"/v1/paas/apps/:app/deploy": s.paasDeploy,
+		"/v1/deploy/:name/sync":      s.sync(nativeParams),
+		"/v1/deploy/:name/rollback":  s.rollback(nativeParams),
+		"/v1/paas/apps/:app/deploy":  s.paasDeploy,
+		"/v1/paas/apps/:app/release": s.paasRelease,
 	} {
 		e.POST(path, h, w...)
 		s.writes[http.MethodPost+" "+path] = true
@@ -211,6 +212,12 @@ const rollbackUsage = `send {"id": <history id>} or {"tag": "vX.Y.Z"}`
 // parseRollback decodes and checks a rollback body against the app's
 // history; it returns the tag to roll back to.
 func parseRollback(body []byte, a *projection.App) (string, rollbackRequest, error) {
+	return parseRollbackIn(body, a, a.History)
+}
+
+// parseRollbackIn is parseRollback against the given history (the App's
+// joined with the tags its file declared in git, for a managed App).
+func parseRollbackIn(body []byte, a *projection.App, history []projection.HistoryEntry) (string, rollbackRequest, error) {
 	var req rollbackRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -232,7 +239,7 @@ func parseRollback(body []byte, a *projection.App) (string, rollbackRequest, err
 		return "", req, err
 	}
 	if req.ID != nil {
-		for _, h := range a.History {
+		for _, h := range history {
 			if h.ID == *req.ID && h.ID > 0 {
 				if !projection.IsSemverTag(h.Revision) {
 					return "", req, errorf(http.StatusBadRequest, "history id "+strconv.FormatInt(h.ID, 10)+" ran "+quoteShort(h.Revision)+", which is not a vX.Y.Z release: roll back by tag")
@@ -240,22 +247,22 @@ func parseRollback(body []byte, a *projection.App) (string, rollbackRequest, err
 				return h.Revision, req, nil
 			}
 		}
-		return "", req, errorf(http.StatusBadRequest, "the history of "+quoteShort(a.Name)+" has no id "+strconv.FormatInt(*req.ID, 10)+"; its ids are "+historyIDs(a))
+		return "", req, errorf(http.StatusBadRequest, "the history of "+quoteShort(a.Name)+" has no id "+strconv.FormatInt(*req.ID, 10)+"; its ids are "+historyIDsIn(history))
 	}
 	if !projection.IsSemverTag(req.Tag) {
 		return "", req, errorf(http.StatusBadRequest, "tag "+quoteShort(req.Tag)+" is not a release: send a clean vX.Y.Z tag")
 	}
-	for _, h := range a.History {
+	for _, h := range history {
 		if h.Revision == req.Tag {
 			return req.Tag, req, nil
 		}
 	}
-	return "", req, errorf(http.StatusBadRequest, quoteShort(req.Tag)+" was never released to "+quoteShort(a.Name)+"; its history holds "+historyTags(a))
+	return "", req, errorf(http.StatusBadRequest, quoteShort(req.Tag)+" was never released to "+quoteShort(a.Name)+"; its history holds "+historyTagsIn(history))
 }
 
-func historyIDs(a *projection.App) string {
+func historyIDsIn(history []projection.HistoryEntry) string {
 	var ids []string
-	for _, h := range a.History {
+	for _, h := range history {
 		if h.ID > 0 {
 			ids = append(ids, strconv.FormatInt(h.ID, 10))
 		}
@@ -266,9 +273,11 @@ func historyIDs(a *projection.App) string {
 	return strings.Join(ids, ", ")
 }
 
-func historyTags(a *projection.App) string {
+func historyTags(a *projection.App) string { return historyTagsIn(a.History) }
+
+func historyTagsIn(history []projection.HistoryEntry) string {
 	var tags []string
-	for _, h := range a.History {
+	for _, h := range history {
 		if projection.IsSemverTag(h.Revision) {
 			tags = append(tags, h.Revision)
 		}
@@ -294,15 +303,26 @@ func (s *Server) rollback(params []string) echo.HandlerFunc {
 		if err != nil {
 			return errorf(http.StatusBadRequest, "the rollback body could not be read (at most 64 KiB)")
 		}
-		tag, req, err := parseRollback(body, a)
+		file, managed := s.managedFile(a)
+		history := a.History
+		if managed {
+			history = s.withGitHistory(c.Request().Context(), a)
+		}
+		tag, req, err := parseRollbackIn(body, a, history)
 		rec := auditOf(c)
 		rec.summary = summarizeRollback(req)
 		if err != nil {
 			return err
 		}
 		rec.summary += " -> " + tag
+		if managed && !s.d.Engine.PushEnabled() {
+			return s.pushOffError(a, file)
+		}
 		if req.DryRun {
 			return c.JSONBlob(http.StatusOK, a.ApplicationJSON())
+		}
+		if managed {
+			return s.writeTag(c, a, tag, "rollback")
 		}
 		patch := map[string]any{
 			"metadata": map[string]any{"annotations": s.syncAnnotations(c)},
@@ -427,27 +447,10 @@ func (s *Server) paasDeploy(c echo.Context) error {
 	}
 	rec := auditOf(c)
 	rec.summary = "rolling restart env=" + env
-	var found []*projection.App
-	for a := range s.d.Snapshots.Snapshot().Apps() {
-		if a.Row == projection.RowApp && a.Name == name && a.Env == env && (namespace == "" || a.Namespace == namespace) {
-			found = append(found, a)
-		}
+	a, err := s.paasTarget(name, env, namespace)
+	if err != nil {
+		return err
 	}
-	switch {
-	case len(found) == 0:
-		where := "env " + env
-		if namespace != "" {
-			where += " in namespace " + namespace
-		}
-		return errorf(http.StatusNotFound, "app "+quoteShort(name)+" does not run in "+where)
-	case len(found) > 1:
-		var nss []string
-		for _, a := range found {
-			nss = append(nss, a.Namespace)
-		}
-		return errorf(http.StatusBadRequest, "app "+quoteShort(name)+" runs in env "+env+" in namespaces "+strings.Join(nss, ", ")+": add &namespace=<namespace>")
-	}
-	a := found[0]
 	rec.namespace = a.Namespace
 	hasDeployment := false
 	for _, n := range a.Tree {
@@ -465,4 +468,30 @@ func (s *Server) paasDeploy(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, deployAnswer{OK: true, App: a.Name, Namespace: a.Namespace, Env: env, RestartedAt: at})
+}
+
+// paasTarget is the one operator App named name in env (and namespace,
+// when given).
+func (s *Server) paasTarget(name, env, namespace string) (*projection.App, error) {
+	var found []*projection.App
+	for a := range s.d.Snapshots.Snapshot().Apps() {
+		if a.Row == projection.RowApp && a.Name == name && a.Env == env && (namespace == "" || a.Namespace == namespace) {
+			found = append(found, a)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		where := "env " + env
+		if namespace != "" {
+			where += " in namespace " + namespace
+		}
+		return nil, errorf(http.StatusNotFound, "app "+quoteShort(name)+" does not run in "+where)
+	case len(found) > 1:
+		var nss []string
+		for _, a := range found {
+			nss = append(nss, a.Namespace)
+		}
+		return nil, errorf(http.StatusBadRequest, "app "+quoteShort(name)+" runs in env "+env+" in namespaces "+strings.Join(nss, ", ")+": add &namespace=<namespace>")
+	}
+	return found[0], nil
 }

@@ -89,3 +89,26 @@ type EngineStatus struct {
 	LastRun   *EngineRun `json:"lastRun"`
 	NextRunAt *time.Time `json:"nextRunAt"`
 }
+
+// TagWrite is a write-back (DESIGN.md §13.3): set an App's spec.image.tag
+// in the file of the engine's repository that declares it.
+type TagWrite struct {
+	Namespace, Name, Tag string
+	// Verb is "rollback" or "release": it words the commit message.
+	Verb        string
+	AuthorName  string
+	AuthorEmail string
+	// RequestID goes into the message's Request-Id trailer.
+	RequestID string
+}
+
+// GitCommit is one commit of the engine's repository that touched an App's
+// file, for its history.
+type GitCommit struct {
+	SHA     string
+	Author  string // "Name <email>"
+	Date    time.Time
+	Message string
+	// Tag is the App's spec.image.tag as the commit declares it.
+	Tag string
+}

@@ -31,6 +31,7 @@ var _ handlers.Engine = (*engine.Engine)(nil)
 //	                               (ssh checks the server's key against the file named by
 //	                               SSH_KNOWN_HOSTS, else ~/.ssh/known_hosts: mount one)
 //	DEPLOY_ENGINE_AUTH_USER        git (the Basic-auth user sent with a token)
+//	DEPLOY_ENGINE_PUSH             true makes rollbacks and releases of the Apps it declares commits pushed to the ref (off)
 //	DEPLOY_ENGINE_WEBHOOK_SECRET   the HMAC key of POST /v1/deploy/webhook/git
 //	DEPLOY_ENGINE_CACHE_DIR        where the repository is fetched ($XDG_CACHE_HOME/deployd/engine/<instance>)
 //
@@ -72,6 +73,9 @@ func engineFromEnv(getenv func(string) string, namespaces projection.Namespaces)
 	str("DEPLOY_ENGINE_AUTH_USER", &cfg.AuthUser)
 	str("DEPLOY_ENGINE_CACHE_DIR", &cfg.CacheDir)
 	if cfg.Prune, err = envBool(getenv, "DEPLOY_ENGINE_PRUNE", false); err != nil {
+		return env, err
+	}
+	if cfg.Push, err = envBool(getenv, "DEPLOY_ENGINE_PUSH", false); err != nil {
 		return env, err
 	}
 	if v := getenv("DEPLOY_ENGINE_PRUNE_MAX"); v != "" {

@@ -34,7 +34,7 @@ func TestEngineEnvDefaults(t *testing.T) {
 		"DEPLOY_ENGINE_PATH": "crs", "DEPLOY_ENGINE_INSTANCE": "fleet", "DEPLOY_ENGINE_NAMESPACE": "hanzo-devnet",
 		"DEPLOY_ENGINE_PRUNE": "true", "DEPLOY_ENGINE_PRUNE_MAX": "3", "DEPLOY_ENGINE_PRUNE_MAX_RATIO": "0.5",
 		"DEPLOY_ENGINE_INTERVAL": "0", "DEPLOY_ENGINE_AUTH_FILE": token, "DEPLOY_ENGINE_AUTH_USER": "bot",
-		"DEPLOY_ENGINE_WEBHOOK_SECRET": "hook",
+		"DEPLOY_ENGINE_WEBHOOK_SECRET": "hook", "DEPLOY_ENGINE_PUSH": "true",
 	}), projection.DefaultNamespaces())
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestEngineEnvDefaults(t *testing.T) {
 	c = env.Config
 	if !env.Enabled || c.Repo != "https://git.example.com/fleet.git" || c.Ref != "prod" || c.Path != "crs" || c.Instance != "fleet" ||
 		c.Namespace != "hanzo-devnet" || !c.Prune || c.PruneMax != 3 || c.PruneMaxRatio != 0.5 || c.Interval != 0 ||
-		string(c.Auth) != "tok-123\n" || c.AuthUser != "bot" || string(env.WebhookSecret) != "hook" {
+		string(c.Auth) != "tok-123\n" || c.AuthUser != "bot" || string(env.WebhookSecret) != "hook" || !c.Push {
 		t.Fatalf("set: %+v", env)
 	}
 }
@@ -65,6 +65,7 @@ func TestEngineEnvBadValues(t *testing.T) {
 	}{
 		{map[string]string{"DEPLOY_ENGINE_ENABLED": "yes please"}, "DEPLOY_ENGINE_ENABLED"},
 		{map[string]string{"DEPLOY_ENGINE_PRUNE": "maybe"}, "DEPLOY_ENGINE_PRUNE"},
+		{map[string]string{"DEPLOY_ENGINE_PUSH": "maybe"}, "DEPLOY_ENGINE_PUSH"},
 		{map[string]string{"DEPLOY_ENGINE_PRUNE_MAX": "-1"}, "DEPLOY_ENGINE_PRUNE_MAX"},
 		{map[string]string{"DEPLOY_ENGINE_PRUNE_MAX": "ten"}, "DEPLOY_ENGINE_PRUNE_MAX"},
 		{map[string]string{"DEPLOY_ENGINE_PRUNE_MAX_RATIO": "20%"}, "DEPLOY_ENGINE_PRUNE_MAX_RATIO"},

@@ -68,6 +68,18 @@ func (e *pageEngine) Desired(projection.Kind, string, string) (map[string]any, b
 	return nil, false
 }
 
+func (e *pageEngine) Manages(string, string) (string, bool) { return "", false }
+
+func (e *pageEngine) PushEnabled() bool { return false }
+
+func (e *pageEngine) WriteTag(context.Context, projection.TagWrite) (string, error) {
+	return "", fmt.Errorf("the page's engine declares no App")
+}
+
+func (e *pageEngine) History(context.Context, string, string) ([]projection.GitCommit, error) {
+	return nil, nil
+}
+
 func (e *pageEngine) called() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()

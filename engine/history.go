@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// historyMax bounds the commits History reads for one App.
+const historyMax = 100
+
+// History is the commits of the engine's branch that touched the App's
+// file, newest first (at most historyMax), each with the tag it declares.
+// The write-back's full clone is fetched when the run's revision is not in
+// it yet; otherwise nothing is fetched. An App the engine does not
+// declare, or one from a kustomize build, has none.
+func (e *Engine) History(ctx context.Context, namespace, name string) ([]projection.GitCommit, error) {
+	file, ok := e.Manages(namespace, name)
+	if !ok || file == "" {
+		return nil, nil
+	}
+	branch, err := e.branch()
+	if err != nil {
+		return nil, nil
+	}
+	app := file + " " + namespace + "/" + name
+	if !e.wbMu.TryLock() {
+		// A write-back is under way (it may take a reconcile): a read does
+		// not wait for it when it has an answer already.
+		if commits, ok := e.cachedHistory("", app); ok {
+			return commits, nil
+		}
+		e.wbMu.Lock()
+	}
+	defer e.wbMu.Unlock()
+	r, err := e.writeRepo()
+	if err != nil {
+		return nil, fmt.Errorf("the write-back cache: %w", err)
+	}
+	want := e.src.Revision()
+	head, err := r.Reference(baseRef, true)
+	if err != nil || (want != "" && head.Hash().String() != want && !e.contains(r, head.Hash().String(), want)) {
+		if _, err := e.fetchBranch(ctx, r, branch); err != nil {
+			return nil, err
+		}
+		if head, err = r.Reference(baseRef, true); err != nil {
+			return nil, err
+		}
+	}
+	if commits, ok := e.cachedHistory(head.Hash().String(), app); ok {
+		return commits, nil
+	}
+	iter, err := r.Log(&git.LogOptions{From: head.Hash(), FileName: &file, Order: git.LogOrderCommitterTime})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var out []projection.GitCommit
+	err = iter.ForEach(func(c *object.Commit) error {
+		if len(out) == historyMax {
+			return errStop
+		}
+		gc := projection.GitCommit{
+			SHA:     c.Hash.String(),
+			Author:  fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
+			Date:    c.Author.When.UTC(),
+			Message: strings.TrimSpace(c.Message),
+		}
+		if f, err := c.File(file); err == nil {
+			if content, err := f.Contents(); err == nil {
+				if n, err := findTag([]byte(content), namespace, name, e.cfg.Namespace); err == nil {
+					gc.Tag = n.Value
+				}
+			}
+		}
+		out = append(out, gc)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	e.histMu.Lock()
+	if e.history.head == head.Hash().String() {
+		e.history.byApp[app] = out
+	}
+	e.histMu.Unlock()
+	return out, nil
+}
+
+// cachedHistory is the cached answer for app; at head, when head is not
+// "" (a new head empties the cache).
+func (e *Engine) cachedHistory(head, app string) ([]projection.GitCommit, bool) {
+	e.histMu.Lock()
+	defer e.histMu.Unlock()
+	if head != "" && e.history.head != head {
+		e.history.head, e.history.byApp = head, map[string][]projection.GitCommit{}
+	}
+	commits, ok := e.history.byApp[app]
+	return commits, ok
+}
+
+var errStop = errors.New("stop")
