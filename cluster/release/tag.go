@@ -1,6 +1,7 @@
 package release
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/hanzoai/deploy/projection"
@@ -98,7 +99,7 @@ func comparePrecedence(a, b Version) int {
 			return c
 		}
 	}
-	return cmpInt(len(a.Pre), len(b.Pre))
+	return cmp.Compare(len(a.Pre), len(b.Pre))
 }
 
 // Latest is the highest clean release tag among tags, "" when there is
@@ -120,20 +121,10 @@ func Latest(tags []string) string {
 
 // compareNumeric compares two digit strings without leading zeros.
 func compareNumeric(a, b string) int {
-	if c := cmpInt(len(a), len(b)); c != 0 {
+	if c := cmp.Compare(len(a), len(b)); c != 0 {
 		return c
 	}
 	return strings.Compare(a, b)
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func trimZeros(s string) string {

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"testing"
@@ -53,7 +54,7 @@ func TestCompareFollowsSemverPrecedence(t *testing.T) {
 		for j := range ordered {
 			a, _ := ParseTag(ordered[i])
 			b, _ := ParseTag(ordered[j])
-			if got, want := Compare(a, b), cmpInt(i, j); got != want {
+			if got, want := Compare(a, b), cmp.Compare(i, j); got != want {
 				t.Errorf("Compare(%s, %s): got %d, want %d", ordered[i], ordered[j], got, want)
 			}
 		}
