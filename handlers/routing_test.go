@@ -3,11 +3,13 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -364,4 +366,53 @@ func TestSiteRowName(t *testing.T) {
 	if st := statusOf(t, env, pr, "/v1/deploy/stream/applications/docs/resource-tree?appNamespace=hanzo", root); st.code != http.StatusOK {
 		t.Errorf("the tree stream of docs: %d %s", st.code, st.body)
 	}
+}
+
+// TestEveryParamRouteRefusesBadEscapes: every route with a path parameter,
+// whoever mounted it and under whichever prefix, answers a parameter that
+// is not valid percent-encoding with a 400 naming it: the decoding is one
+// middleware, not a table kept in step with the routes.
+func TestEveryParamRouteRefusesBadEscapes(t *testing.T) {
+	env, _ := newWriteEnv(t)
+	root := env.token(t, userRoot, time.Hour)
+	checked := 0
+	for _, r := range env.srv.Echo().Routes() {
+		segs := strings.Split(r.Path, "/")
+		for i, seg := range segs {
+			if !strings.HasPrefix(seg, ":") && seg != "*" {
+				continue
+			}
+			name := strings.TrimPrefix(seg, ":")
+			if seg == "*" {
+				if r.Path == "/*" || i != len(segs)-1 {
+					continue // the page's fallback, not an API route
+				}
+				name = "subresource"
+			}
+			raw := slices.Clone(segs)
+			for j, s := range raw {
+				if strings.HasPrefix(s, ":") || s == "*" {
+					raw[j] = "x"
+				}
+			}
+			raw[i] = "x%zz"
+			path := strings.Join(raw, "/")
+			req := httptest.NewRequest(r.Method, strings.ReplaceAll(path, "%zz", "zz"), nil)
+			req.URL.RawPath = path
+			req.Header.Set("Authorization", "Bearer "+root)
+			rec := httptest.NewRecorder()
+			env.srv.Handler().ServeHTTP(rec, req)
+			var body struct{ Message string }
+			_ = json.Unmarshal(rec.Body.Bytes(), &body)
+			named := r.Method == http.MethodHead || strings.Contains(body.Message, "path parameter "+name+" ") // HEAD answers no body
+			if rec.Code != http.StatusBadRequest || !named {
+				t.Errorf("%s %s with %s: got %d %.200s, want a 400 naming %s", r.Method, r.Path, path, rec.Code, rec.Body, name)
+			}
+			checked++
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d route parameters checked: the route table was not read", checked)
+	}
+	t.Logf("%d route parameters checked", checked)
 }
