@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -171,42 +170,17 @@ func (s *Server) streamArgoLog(c echo.Context, pod string, rc io.ReadCloser) err
 		}
 		w.Flush()
 	}
-	ctx := c.Request().Context()
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(rc)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
+	pumpLines(c.Request().Context(), rc, func() {
+		if sse {
+			_, _ = io.WriteString(w, ": ping\n\n")
+			w.Flush()
 		}
-	}()
-	ping := time.NewTicker(logsHeartbeat)
-	defer ping.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			rc.Close()
-			for range lines { // the reader ends once rc is closed
-			}
-			return nil
-		case <-ping.C:
-			if sse {
-				_, _ = io.WriteString(w, ": ping\n\n")
-				w.Flush()
-			}
-		case line, ok := <-lines:
-			if !ok {
-				write(argoLogEntry{PodName: pod, Last: true})
-				return nil
-			}
-			write(logLine(pod, line))
-		}
-	}
+	}, func(line string) {
+		write(logLine(pod, line))
+	}, func(error) {
+		write(argoLogEntry{PodName: pod, Last: true})
+	})
+	return nil
 }
 
 // logLine splits the timestamp the API server prefixes to a line.

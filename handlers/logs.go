@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -176,46 +177,61 @@ func (s *Server) followLogs(c echo.Context, ans logsAnswer, rc io.ReadCloser) er
 	sseHeaders(w)
 	_, _ = io.WriteString(w, "retry: 3000\n\n: following "+ans.Pod+"/"+ans.Container+"\n\n")
 	w.Flush()
+	pumpLines(c.Request().Context(), rc, func() {
+		_, _ = io.WriteString(w, ": ping\n\n")
+		w.Flush()
+	}, func(line string) {
+		writeSSEData(w, "line", line)
+		w.Flush()
+	}, func(err error) {
+		ans.Note = "the log stream ended"
+		if err != nil {
+			ans.Note = logNote(err)
+		}
+		writeSSEJSON(w, "end", ans)
+		w.Flush()
+	})
+	return nil
+}
+
+// pumpLines reads rc line by line until the log ends or ctx does: each line
+// goes to onLine, each heartbeat (logsHeartbeat) to onPing, and the end of
+// the log, with the reader's error, to onEnd. When ctx ends first it closes
+// rc and returns without calling onEnd.
+func pumpLines(ctx context.Context, rc io.ReadCloser, onPing func(), onLine func(string), onEnd func(error)) {
 	lines := make(chan string, 64)
 	done := make(chan error, 1)
 	go func() {
-		defer close(lines)
+		var err error
+		defer func() { done <- err; close(lines) }() // done is set before lines closes
 		sc := bufio.NewScanner(io.LimitReader(rc, 1<<40))
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			select {
 			case lines <- sc.Text():
-			case <-c.Request().Context().Done():
+			case <-ctx.Done():
 				return
 			}
 		}
-		done <- sc.Err()
+		err = sc.Err()
 	}()
 	ping := time.NewTicker(logsHeartbeat)
 	defer ping.Stop()
-	ctx := c.Request().Context()
 	for {
 		select {
 		case <-ctx.Done():
 			rc.Close()
 			for range lines { // the reader ends once rc is closed
 			}
-			return nil
+			return
 		case <-ping.C:
-			_, _ = io.WriteString(w, ": ping\n\n")
-			w.Flush()
+			onPing()
 		case line, ok := <-lines:
 			if !ok {
-				ans.Note = "the log stream ended"
-				if err := <-done; err != nil {
-					ans.Note = logNote(err)
-				}
-				writeSSEJSON(w, "end", ans)
-				w.Flush()
-				return nil
+				onEnd(<-done)
+				return
 			}
-			writeSSEData(w, "line", line)
-			w.Flush()
+			onLine(line)
 		}
 	}
 }
