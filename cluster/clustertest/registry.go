@@ -2,6 +2,9 @@ package clustertest
 
 import (
 	"fmt"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,4 +69,21 @@ func (r *Registry) ready() bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized
+}
+
+// PushImage writes a small random image at repository:tag (repository
+// names the registry's host, e.g. the one StartRegistry answers).
+func PushImage(t testing.TB, repository, tag string) {
+	t.Helper()
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(repository + ":" + tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(t.Context())); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
 }

@@ -11,29 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
 )
-
-// push writes a small random image at repository:tag.
-func push(t *testing.T, repository, tag string) {
-	t.Helper()
-	img, err := random.Image(256, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(repository + ":" + tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img, remote.WithContext(t.Context())); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-}
 
 // TestRegistryLatestTag runs against distribution's registry server on
 // loopback: the latest tag is the highest clean release, a declared older
@@ -43,7 +23,7 @@ func TestRegistryLatestTag(t *testing.T) {
 	reg := clustertest.StartRegistry(t)
 	repo := reg.Host + "/acme/api"
 	for _, tag := range []string{"v1.0.0", "v1.2.0", "v1.10.0", "latest", "v2.0.0-rc.1"} {
-		push(t, repo, tag)
+		clustertest.PushImage(t, repo, tag)
 	}
 	s := runSource(t, Config{Registry: true, Refresh: 300 * time.Millisecond}, repo)
 	waitFor(t, "the first refresh", func() bool { return s.Release(repo, "v1.2.0").Status == "" })
@@ -58,7 +38,7 @@ func TestRegistryLatestTag(t *testing.T) {
 	}
 
 	gen, changed := s.Changes()
-	push(t, repo, "v1.11.0")
+	clustertest.PushImage(t, repo, "v1.11.0")
 	select {
 	case <-changed:
 	case <-time.After(20 * time.Second):
@@ -76,7 +56,7 @@ func TestRegistryLatestTag(t *testing.T) {
 // proxy that demands the Docker config file's credentials.
 func TestRegistryCredentialsFromDockerConfig(t *testing.T) {
 	reg := clustertest.StartRegistry(t)
-	push(t, reg.Host+"/acme/web", "v3.1.4")
+	clustertest.PushImage(t, reg.Host+"/acme/web", "v3.1.4")
 	// A loopback front that asks for basic auth, then forwards.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

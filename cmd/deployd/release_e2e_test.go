@@ -14,30 +14,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/cluster/release"
 	"github.com/hanzoai/deploy/projection"
 )
-
-// pushImage writes a small random image at repository:tag.
-func pushImage(t *testing.T, repository, tag string) {
-	t.Helper()
-	img, err := random.Image(256, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(repository + ":" + tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img, remote.WithContext(t.Context())); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-}
 
 // applyReleaseApp creates the App "api" in namespace hanzo (main)
 // declaring tag of the image repository.
@@ -94,7 +75,7 @@ func TestDriftBoardFromARealRegistry(t *testing.T) {
 	reg := clustertest.StartRegistry(t)
 	repo := reg.Host + "/acme/api"
 	for _, tag := range []string{"v1.0.0", "v1.2.0", "v1.10.0", "latest", "v2.0.0-rc.1"} {
-		pushImage(t, repo, tag)
+		clustertest.PushImage(t, repo, tag)
 	}
 	c := clustertest.Start(t)
 	applyReleaseApp(t, c, repo, "v1.2.0")
@@ -172,7 +153,7 @@ func TestDriftBoardFromARealRegistry(t *testing.T) {
 	}
 	b.waitFor("the board's live indicator", `document.querySelector('#conn').dataset.state === 'live'`, 10*time.Second)
 
-	pushImage(t, repo, "v1.11.0")
+	clustertest.PushImage(t, repo, "v1.11.0")
 	typ, v := next()
 	if typ != "MODIFIED" || v.ID != "acme/api/main" || v.LatestTag != "v1.11.0" ||
 		len(v.Drift.Flags) != 1 || v.Drift.Flags[0].Message != "a newer release v1.11.0 exists; v1.2.0 is declared" {
