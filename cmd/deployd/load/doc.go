@@ -1,0 +1,12 @@
+// Package load holds deployd's load harness: the side-by-side benchmark
+// (make bench-compare: deployd beside the API server and beside a bare
+// handler writing the same bytes, on one fleet, in one run) and the fault
+// scenarios (make chaos: kill -9, reconnect storms, API server restarts and
+// etcd compaction, slow clients and bad input under load). Both run the
+// built binary against a real kube-apiserver + etcd (cluster/clustertest)
+// loaded with demo/fleet, and measure the processes from /proc.
+//
+// Everything here is in _test.go files: the package has no code of its own
+// that ships. make test runs a short smoke of each so they cannot rot;
+// the full runs are make targets of their own.
+package load

@@ -1,0 +1,287 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oauth2-proxy/mockoidc"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/hanzoai/deploy/auth/authtest"
+	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/demo/fleet"
+)
+
+// The callers: a SuperAdmin (sees the whole fleet) and a member of the acme
+// org (its namespace, tenant-acme, holds about a twentieth of the fleet).
+var (
+	superAdmin = authtest.User{Subject: "u-root", Extra: map[string]any{"preferred_username": "root", "owner": "admin"}}
+	acmeMember = authtest.User{Subject: "u-alice", Extra: map[string]any{"preferred_username": "alice", "owner": "acme"}}
+)
+
+// fleetCluster starts a real API server holding the fleet of apps Apps with
+// replicas pods each (seed 1, as BenchmarkColdStart loads it).
+func fleetCluster(tb testing.TB, apps, replicas int) *clustertest.Cluster {
+	tb.Helper()
+	c := clustertest.Start(tb)
+	var gen []fleet.App
+	for _, a := range fleet.Generate(1, apps) {
+		if a.Kind == fleet.KindApp && a.Replicas > 0 {
+			a.Replicas = int32(replicas)
+			a.Autoscale = nil
+		}
+		gen = append(gen, a)
+	}
+	objs := fleet.RenderAll(gen)
+	dyn, err := dynamic.NewForConfig(fleet.FastConfig(c.Config))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	start := time.Now()
+	if err := fleet.NewLoader(dyn).Load(tb.Context(), objs); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("loaded %d objects (%d Apps) in %s", len(objs), apps, time.Since(start).Round(time.Second))
+	return c
+}
+
+// identity is an in-process OIDC provider whose tokens deployd verifies.
+type identity struct{ m *mockoidc.MockOIDC }
+
+func startIdentity(tb testing.TB) *identity {
+	tb.Helper()
+	m, err := mockoidc.Run()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = m.Shutdown() })
+	return &identity{m: m}
+}
+
+// token returns an ID token of u valid for ttl.
+func (id *identity) token(tb testing.TB, u authtest.User, ttl time.Duration) string {
+	tb.Helper()
+	tok, err := authtest.IDToken(id.m, u, time.Now(), ttl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
+}
+
+// buildDeployd builds the binary the way the image does.
+func buildDeployd(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "deployd")
+	if out, err := exec.Command("bash", "../../../hack/build.sh", bin).CombinedOutput(); err != nil {
+		tb.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// deployd is the built binary serving against a cluster, on one address
+// for its whole life: kill and start again, and clients find it where it was.
+type deployd struct {
+	tb         testing.TB
+	bin, kcfg  string
+	env        []string
+	addr, Base string
+	log        *authtest.LogBuffer // stdout and stderr of every run, for panics and 5xx lines
+	cmd        *exec.Cmd
+	exited     chan struct{}
+}
+
+// startDeployd runs `deployd serve` against kubeconfig with the identity
+// provider id, plus env (KEY=value), and waits until it is ready.
+func startDeployd(tb testing.TB, bin, kubeconfig string, id *identity, env ...string) *deployd {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	d := &deployd{tb: tb, bin: bin, kcfg: kubeconfig, addr: addr, Base: "http://" + addr, log: &authtest.LogBuffer{}}
+	d.env = append(os.Environ(), "LOG_LEVEL=warn", "DEPLOY_PUBLIC_URL="+d.Base,
+		"IAM_ENDPOINT="+id.m.Issuer(), "DEPLOY_IAM_CLIENT_ID="+id.m.ClientID, "DEPLOY_IAM_CLIENT_SECRET="+id.m.ClientSecret)
+	d.env = append(d.env, env...)
+	tb.Cleanup(d.stop)
+	d.start()
+	return d
+}
+
+// start runs the process and waits (up to 5 minutes) for it to be ready.
+func (d *deployd) start() {
+	d.tb.Helper()
+	d.cmd = exec.Command(d.bin, "serve", "--listen", d.addr, "--metrics-listen=", "--kubeconfig", d.kcfg)
+	d.cmd.Env = d.env
+	d.cmd.Stdout = d.log
+	d.cmd.Stderr = d.log
+	if err := d.cmd.Start(); err != nil {
+		d.tb.Fatal(err)
+	}
+	d.exited = make(chan struct{})
+	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(d.cmd, d.exited)
+	d.waitReady(5 * time.Minute)
+}
+
+// waitReady waits for /v1/deploy/health to answer 200.
+func (d *deployd) waitReady(timeout time.Duration) {
+	d.tb.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-d.exited:
+			d.tb.Fatalf("deployd exited before it was ready:\n%s", tail(d.log.String(), 20))
+		default:
+		}
+		resp, err := client.Get(d.Base + "/v1/deploy/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			d.tb.Fatalf("deployd was not ready in %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill ends the process with SIGKILL and waits for it.
+func (d *deployd) kill() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+}
+
+// stop ends the process with SIGTERM (SIGKILL after 10 s) and waits.
+func (d *deployd) stop() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(10 * time.Second):
+		d.kill()
+	}
+}
+
+// PID is the running process's id.
+func (d *deployd) PID() int { return d.cmd.Process.Pid }
+
+// panics reports whether the process's log holds a panic or a fatal error.
+func (d *deployd) panics() bool {
+	s := d.log.String()
+	return strings.Contains(s, "panic:") || strings.Contains(s, "fatal error:")
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat's times (100 on Linux
+// everywhere that matters).
+const clockTick = 100
+
+// procCPU is the CPU time (user + system) the process has used so far.
+func procCPU(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The command name (field 2) may hold spaces: fields count from its ')'.
+	rest := raw[bytes.LastIndexByte(raw, ')')+2:]
+	f := strings.Fields(string(rest))
+	// utime and stime are fields 14 and 15; rest starts at field 3.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	return time.Duration(ut+st) * time.Second / clockTick
+}
+
+// procMemory reads a process's resident set and its peak from /proc.
+func procMemory(tb testing.TB, pid int) (rss, hwm int64) {
+	tb.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			hwm = kb << 10
+		}
+	}
+	return rss, hwm
+}
+
+// raiseOpenFiles lifts this process's open-file limit to its hard limit:
+// thousands of clients need as many sockets.
+func raiseOpenFiles(tb testing.TB) uint64 {
+	tb.Helper()
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		tb.Fatal(err)
+	}
+	l.Cur = l.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		tb.Fatal(err)
+	}
+	return l.Cur
+}
+
+// envInt reads a positive number from the environment, def when unset.
+func envInt(tb testing.TB, key string, def int) int {
+	tb.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive number", key, v)
+	}
+	return n
+}
+
+// waitFor polls cond every 20 ms until it holds or ctx ends.
+func waitFor(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
+}
