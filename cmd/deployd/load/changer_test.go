@@ -28,17 +28,19 @@ const stampPrefix = "lt-"
 func stamp(t time.Time) string { return stampPrefix + strconv.FormatInt(t.UnixNano(), 10) }
 
 // stampIn finds the first stamp in a frame (an SSE data line, a watch
-// event) and returns the time it carries.
+// event) and returns the time it carries. The prefix may also end a word
+// ("default-"): an occurrence not followed by 19 digits is passed over.
 func stampIn(b []byte) (time.Time, bool) {
-	i := bytes.Index(b, []byte(stampPrefix))
-	if i < 0 || len(b) < i+len(stampPrefix)+19 {
-		return time.Time{}, false
+	for {
+		i := bytes.Index(b, []byte(stampPrefix))
+		if i < 0 || len(b) < i+len(stampPrefix)+19 {
+			return time.Time{}, false
+		}
+		b = b[i+len(stampPrefix):]
+		if n, err := strconv.ParseUint(string(b[:19]), 10, 63); err == nil {
+			return time.Unix(0, int64(n)), true
+		}
 	}
-	n, err := strconv.ParseInt(string(b[i+len(stampPrefix):i+len(stampPrefix)+19]), 10, 64)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return time.Unix(0, n), true
 }
 
 // changer changes the fleet's Apps at a steady rate through the API
