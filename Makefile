@@ -8,6 +8,9 @@
 #   make bench   the benchmarks recorded in BENCHMARKS.md (make bench-fold: the
 #                fold's one-core throughput alone; make bench-engine: the engine
 #                beside kubectl apply --server-side on a real API server)
+#   make bench-compare  deployd beside the API server and beside a bare server
+#                writing the same bytes: lists, watch fan-out, API-server load,
+#                on a 10,000-App fleet (sizes from DEPLOYD_COMPARE_*)
 #   make fuzz    a longer run of every fuzz target
 
 SHELL := /usr/bin/env bash
@@ -16,7 +19,7 @@ TOOLS ?= $(shell hack/build-tools.sh --dir)
 FUZZTIME ?= 5s
 export DEPLOYD_TOOLS := $(TOOLS)
 
-.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine coldstart sse-clients
+.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine bench-compare coldstart sse-clients
 
 all: build
 
@@ -85,3 +88,9 @@ coldstart: tools
 # the latency of one change to all of them.
 sse-clients: tools
 	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench SSEClients -benchtime 1x -timeout 30m ./cmd/deployd/
+
+# deployd, the API server and the limit side by side on one fleet in one
+# run (cmd/deployd/load): DEPLOYD_COMPARE_APPS, _REPLICAS, _WATCHERS,
+# _RATES and _SECONDS size it; DEPLOYD_COMPARE_OUT receives the tables.
+bench-compare: tools
+	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench '^BenchmarkSideBySide$$' -benchtime 1x -timeout 90m -v ./cmd/deployd/load/

@@ -1,0 +1,331 @@
+package load
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/hanzoai/deploy/demo/fleet"
+)
+
+// BenchmarkSideBySide measures deployd beside the API server it reads and
+// beside the limit (a server with no logic writing the same bytes), on one
+// fleet in one run, and reports ratios: absolute times move between runs
+// on a shared machine, ratios of one run do much less.
+//
+// A real kube-apiserver + etcd holds DEPLOYD_COMPARE_APPS Apps (default
+// 10,000) of DEPLOYD_COMPARE_REPLICAS pods (default 10); the built deployd
+// serves it. Three sections, each printed as a markdown table (and
+// appended to $DEPLOYD_COMPARE_OUT when set):
+//
+//   - Lists: the full list (plain and gzip, a SuperAdmin) and the acme
+//     tenant's list (an org member) from deployd; the API server's LIST of
+//     the App CRs (all namespaces; in tenant-acme with the label
+//     hanzo.ai/org=acme for the tenant), as JSON with its admin token; and
+//     a bare net/http handler in this process writing deployd's own bytes.
+//     Each at concurrency 1 and 16 in a closed loop for
+//     DEPLOYD_COMPARE_SECONDS (default 10): p50, p99, requests/s.
+//   - Watch fan-out: DEPLOYD_COMPARE_WATCHERS streams (default 1000,10000)
+//     of deployd's applications stream, of the API server's watch of Apps
+//     from the list's resourceVersion, and of the fan-out limit (this test
+//     binary re-executed as a program that writes each frame it is handed
+//     to every socket, so its CPU is its own), while Apps change at
+//     DEPLOYD_COMPARE_RATES (default 100,1000) a second. Each change stamps
+//     the time it was sent into the App's tag; each client finds the stamp
+//     in what it reads and adds its age to a histogram. The limit is handed
+//     deployd's own frame, restamped, at the same rate. Figures: latency
+//     p50/p99/max, delivered ÷ expected (what arrived within a bounded
+//     drain after the changes stopped), CPU of the serving process per
+//     delivered event, RSS per watcher.
+//   - API-server load: the API server's CPU a second while the watchers
+//     stream from deployd, and while the same number watch it directly.
+//
+// The lists are driven by vegeta (github.com/tsenart/vegeta/v12) as a
+// library: a maintained load generator whose closed loop, latency
+// quantiles and throughput are its own, not this harness's; only the
+// stream clients, which no load generator speaks, are written here.
+//
+//	make bench-compare
+//	DEPLOYD_COMPARE_APPS=2000 DEPLOYD_COMPARE_REPLICAS=1 DEPLOYD_COMPARE_WATCHERS=1000 make bench-compare
+func BenchmarkSideBySide(b *testing.B) {
+	cfg := compareConfig{
+		apps:        envInt(b, "DEPLOYD_COMPARE_APPS", 10_000),
+		replicas:    envInt(b, "DEPLOYD_COMPARE_REPLICAS", 10),
+		watchers:    envInts(b, "DEPLOYD_COMPARE_WATCHERS", []int{1_000, 10_000}),
+		rates:       envInts(b, "DEPLOYD_COMPARE_RATES", []int{100, 1_000}),
+		concurrency: []int{1, 16},
+	}
+	secs := time.Duration(envInt(b, "DEPLOYD_COMPARE_SECONDS", 10)) * time.Second
+	cfg.listTime, cfg.watchTime = secs, secs
+	for range b.N {
+		cmp := sideBySide(b, cfg)
+		cmp.report(b)
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// TestSideBySideSmoke runs the benchmark's code at a tiny scale and checks
+// the shape of what it measured: every row there, every server answered
+// every request, every watcher received changes, none refused or cut off.
+// It checks no timing.
+func TestSideBySideSmoke(t *testing.T) {
+	cfg := compareConfig{
+		apps: 60, replicas: 1,
+		watchers: []int{50}, rates: []int{20}, concurrency: []int{1, 16},
+		listTime: 400 * time.Millisecond, watchTime: 2 * time.Second,
+	}
+	cmp := sideBySide(t, cfg)
+	cmp.report(t)
+	for _, n := range cmp.notes {
+		t.Errorf("note: %s", n)
+	}
+	if got, want := len(cmp.lists), 3*len(cfg.concurrency); got != want {
+		t.Errorf("list rows: got %d, want %d", got, want)
+	}
+	for _, row := range cmp.lists {
+		for server, r := range map[string]listResult{"deployd": row.deployd, "API server": row.api, "limit": row.limit} {
+			if r.requests == 0 || r.fails > 0 || r.bytes == 0 {
+				t.Errorf("%s c%d, %s: %d requests, %d failed, %d bytes: want some, none failed", row.name, r.concurrency, server, r.requests, r.fails, r.bytes)
+			}
+		}
+	}
+	if got, want := len(cmp.watch), len(cfg.watchers)*len(cfg.rates); got != want {
+		t.Errorf("watch windows: got %d, want %d", got, want)
+	}
+	for _, w := range cmp.watch {
+		for server, r := range map[string]watchResult{"deployd": w.deployd, "API server": w.api, "limit": w.limit} {
+			if r.sent == 0 || r.delivered == 0 || r.refused > 0 || r.ended > 0 || r.silent > 0 || !r.drainedWithin {
+				t.Errorf("%s, %d watchers at %d/s: sent %d, delivered %d of %d (drained: %v), %d refused, %d ended, %d received nothing",
+					server, r.watchers, r.rate, r.sent, r.delivered, r.expected(), r.drainedWithin, r.refused, r.ended, r.silent)
+			}
+		}
+	}
+	for _, sec := range cmp.tables()[:3] {
+		if !strings.Contains(sec, "| figure | deployd | API server | limit |") {
+			t.Errorf("table without its header:\n%s", sec)
+		}
+	}
+}
+
+// compareConfig is the size of a run.
+type compareConfig struct {
+	apps, replicas      int
+	watchers, rates     []int
+	concurrency         []int
+	listTime, watchTime time.Duration
+}
+
+// comparison is everything one run measured.
+type comparison struct {
+	cfg   compareConfig
+	lists []listRow
+	watch []watchWindow
+	notes []string // what makes a figure doubtful (rows that differ between servers)
+}
+
+// watchWindow is one watcher count and rate measured on every server.
+type watchWindow struct {
+	watchers, rate      int
+	deployd, api, limit watchResult
+	apiBehindDeployd    time.Duration // the API server's CPU in deployd's window
+}
+
+// sideBySide starts the fleet, deployd and the limits, and measures.
+func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
+	tb.Helper()
+	raiseOpenFiles(tb) // before anything starts: the servers inherit it
+	c := fleetCluster(tb, cfg.apps, cfg.replicas)
+	id := startIdentity(tb)
+	d := startDeployd(tb, buildDeployd(tb), c.Kubeconfig, id)
+	apiPID := c.PIDs()["kube-apiserver"]
+	root, acme := id.token(tb, superAdmin, 12*time.Hour), id.token(tb, acmeMember, 12*time.Hour)
+	ca := x509.NewCertPool()
+	if !ca.AppendCertsFromPEM(c.CAData()) {
+		tb.Fatal("the cluster's CA is not PEM")
+	}
+	conns := 2 * max(cfg.concurrency[len(cfg.concurrency)-1], 1)
+	deploydHC, apiHC, limitHC := plainTransport(nil, conns), plainTransport(ca, conns), plainTransport(nil, conns)
+	cmp := &comparison{cfg: cfg}
+
+	// Lists: deployd's bytes first, for the limit to replay.
+	get := func(server string, hc *http.Client, u string, h http.Header) listTarget {
+		return listTarget{server: server, hc: hc, target: vegeta.Target{Method: http.MethodGet, URL: u, Header: h}}
+	}
+	apps := c.URL() + "/apis/hanzo.ai/v1/apps"
+	tenantApps := c.URL() + "/apis/hanzo.ai/v1/namespaces/" + fleet.NamespaceAcme + "/apps?labelSelector=" + url.QueryEscape(fleet.LabelOrg+"=acme")
+	kinds := []struct {
+		name, path  string
+		deployd     listTarget
+		api         listTarget
+		contentType string
+	}{
+		{name: "full list", path: "/full", deployd: get("deployd", deploydHC, d.Base+"/v1/deploy/applications", bearer(root)), api: get("API server", apiHC, apps, bearer(c.Config.BearerToken))},
+		{name: "full list gzip", path: "/full.gz", deployd: get("deployd", deploydHC, d.Base+"/v1/deploy/applications", withGzip(bearer(root), true)), api: get("API server", apiHC, apps, withGzip(bearer(c.Config.BearerToken), true))},
+		{name: "tenant list", path: "/tenant", deployd: get("deployd", deploydHC, d.Base+"/v1/deploy/applications", bearer(acme)), api: get("API server", apiHC, tenantApps, bearer(c.Config.BearerToken))},
+	}
+	canned := map[string]cannedResponse{}
+	for _, k := range kinds {
+		body, h := k.deployd.get(tb)
+		canned[k.path] = cannedResponse{body: body, contentType: h.Get("Content-Type"), contentEncoding: h.Get("Content-Encoding")}
+	}
+	// The same rows on both sides: the acme member also sees acme's static
+	// site (a row deployd derives, not an App CR).
+	var wantApps, wantSites int
+	for _, a := range fleet.Generate(1, cfg.apps) {
+		if a.Namespace == fleet.NamespaceAcme && a.Org == "acme" {
+			switch a.Kind {
+			case fleet.KindApp:
+				wantApps++
+			case fleet.KindSite:
+				wantSites++
+			}
+		}
+	}
+	if dn, an := itemCount(tb, canned["/tenant"].body), itemCount(tb, mustGet(tb, kinds[2].api)); dn != wantApps+wantSites || an != wantApps || an == 0 {
+		cmp.note(tb, "tenant list: deployd has %d rows, the API server %d Apps; the fleet has %d Apps and %d sites in %s", dn, an, wantApps, wantSites, fleet.NamespaceAcme)
+	}
+	limit := startListLimit(tb, canned)
+	for _, k := range kinds {
+		lim := get("limit", limitHC, limit.srv.URL+k.path, withGzip(http.Header{}, strings.HasSuffix(k.path, ".gz")))
+		for _, n := range cfg.concurrency {
+			row := listRow{name: k.name}
+			for _, m := range []struct {
+				t   listTarget
+				res *listResult
+			}{{k.deployd, &row.deployd}, {k.api, &row.api}, {lim, &row.limit}} {
+				body, _ := m.t.get(tb)
+				*m.res = m.t.attack(tb, n, cfg.listTime)
+				m.res.bytes = len(body)
+				tb.Logf("%s, %s: %s", k.name, m.t.server, m.res)
+			}
+			cmp.lists = append(cmp.lists, row)
+		}
+	}
+
+	// Watch fan-out.
+	ch := newChanger(tb, c)
+	fan := startFanoutLimit(tb)
+	change := func(ctx context.Context, rate int) int64 {
+		before := ch.Sent.Load()
+		ch.run(ctx, rate, max(8, rate/10))
+		return ch.Sent.Load() - before
+	}
+	streamHC := func(rootCAs *x509.CertPool) *http.Client {
+		hc := plainTransport(rootCAs, 1)
+		hc.Timeout = 0
+		return hc
+	}
+	var deploydRV, apiRV string
+	deploydSrv := watchServer{name: "deployd", pid: d.PID(), also: []int{apiPID}, hc: streamHC(nil), drive: change,
+		open: func(ctx context.Context) *http.Request {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.Base+"/v1/deploy/stream/applications?resourceVersion="+deploydRV, nil)
+			req.Header.Set("Authorization", "Bearer "+root)
+			req.Header.Set("Accept", "text/event-stream")
+			return req
+		}}
+	apiSrv := watchServer{name: "API server", pid: apiPID, hc: streamHC(ca), drive: change,
+		open: func(ctx context.Context) *http.Request {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, apps+"?watch=1&resourceVersion="+apiRV, nil)
+			req.Header.Set("Authorization", "Bearer "+c.Config.BearerToken)
+			return req
+		}}
+	limitSrv := watchServer{name: "limit", pid: fan.PID(), hc: streamHC(nil),
+		open: func(ctx context.Context) *http.Request {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fan.Base+"/stream", nil)
+			return req
+		}}
+	drain := max(10*time.Second, cfg.watchTime)
+	for _, n := range cfg.watchers {
+		for _, rate := range cfg.rates {
+			w := watchWindow{watchers: n, rate: rate}
+			deploydRV = listRV(tb, deploydHC, d.Base+"/v1/deploy/applications", root)
+			w.deployd = measureWatch(tb, deploydSrv, n, rate, cfg.watchTime, drain)
+			if len(w.deployd.alsoCPU) == 1 {
+				w.apiBehindDeployd = w.deployd.alsoCPU[0]
+			}
+			apiRV = listRV(tb, apiHC, apps+"?limit=1", c.Config.BearerToken)
+			w.api = measureWatch(tb, apiSrv, n, rate, cfg.watchTime, drain)
+			sample := w.deployd.sample
+			if sample == nil {
+				tb.Fatalf("no deployd stream received a stamped frame at %d watchers, %d/s", n, rate)
+			}
+			if len(cmp.watch) == 0 {
+				tb.Logf("a deployd frame: %s", around(sample, stampPrefix, 400))
+				tb.Logf("an API server event: %s", around(w.api.sample, stampPrefix, 400))
+			}
+			limitSrv.drive = func(ctx context.Context, rate int) int64 { return publishAt(ctx, fan, sample, rate, max(4, rate/50)) }
+			w.limit = measureWatch(tb, limitSrv, n, rate, cfg.watchTime, drain)
+			cmp.watch = append(cmp.watch, w)
+		}
+	}
+	if d.panics() {
+		tb.Fatalf("deployd panicked:\n%s", tail(d.log.String(), 40))
+	}
+	return cmp
+}
+
+func (cmp *comparison) note(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Logf("NOTE: "+format, args...)
+	cmp.notes = append(cmp.notes, fmt.Sprintf(format, args...))
+}
+
+// mustGet is t's body (the check that it answers at all is get's).
+func mustGet(tb testing.TB, t listTarget) []byte {
+	tb.Helper()
+	body, _ := t.get(tb)
+	return body
+}
+
+// listRV is a list's metadata.resourceVersion: where a watch or stream
+// that must see every later change starts.
+func listRV(tb testing.TB, hc *http.Client, u, token string) string {
+	tb.Helper()
+	t := listTarget{server: u, hc: hc, target: vegeta.Target{Method: http.MethodGet, URL: u, Header: bearer(token)}}
+	var l struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(mustGet(tb, t), &l); err != nil || l.Metadata.ResourceVersion == "" {
+		tb.Fatalf("%s: no metadata.resourceVersion (%v)", u, err)
+	}
+	return l.Metadata.ResourceVersion
+}
+
+// envInts reads a comma-separated list of positive numbers, def when unset.
+func envInts(tb testing.TB, key string, def []int) []int {
+	tb.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			tb.Fatalf("%s=%q: want positive numbers separated by commas", key, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// around is b cut to n bytes on each side of the first occurrence of s.
+func around(b []byte, s string, n int) string {
+	i := strings.Index(string(b), s)
+	if i < 0 {
+		return fmt.Sprintf("%.*s", 2*n, b)
+	}
+	return fmt.Sprintf("…%s…", b[max(0, i-n):min(len(b), i+n)])
+}
