@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +35,9 @@ import (
 //     hanzo.ai/org=acme for the tenant), as JSON with its admin token; and
 //     a bare net/http handler in this process writing deployd's own bytes.
 //     Each at concurrency 1 and 16 in a closed loop for
-//     DEPLOYD_COMPARE_SECONDS (default 10): p50, p99, requests/s.
+//     DEPLOYD_COMPARE_SECONDS (default 10): p50, p99, requests/s. deployd's
+//     rows are a superset of the CRs (its static sites and CD Applications
+//     too), and every client speaks HTTP/1.1, one connection per worker.
 //   - Watch fan-out: DEPLOYD_COMPARE_WATCHERS streams (default 1000,10000)
 //     of deployd's applications stream, of the API server's watch of Apps
 //     from the list's resourceVersion, and of the fan-out limit (this test
@@ -49,6 +52,9 @@ import (
 //     delivered event, RSS per watcher.
 //   - API-server load: the API server's CPU a second while the watchers
 //     stream from deployd, and while the same number watch it directly.
+//     Both windows include the API server's work on the changes themselves
+//     (the PATCHes and deployd's one watch), so the difference is what the
+//     watchers cost it.
 //
 // The lists are driven by vegeta (github.com/tsenart/vegeta/v12) as a
 // library: a maintained load generator whose closed loop, latency
@@ -215,9 +221,14 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 	// Watch fan-out.
 	ch := newChanger(tb, c)
 	fan := startFanoutLimit(tb)
+	// Apps in turn, rate a second until ctx ends; a change in flight then
+	// completes, so every change sent is counted and none is cut halfway.
+	var turn atomic.Int64
 	change := func(ctx context.Context, rate int) int64 {
 		before := ch.Sent.Load()
-		ch.run(ctx, rate, max(8, rate/10))
+		pace(ctx, rate, max(16, rate/4), func() {
+			ch.change(tb.Context(), ch.apps[int(turn.Add(1))%len(ch.apps)])
+		})
 		return ch.Sent.Load() - before
 	}
 	streamHC := func(rootCAs *x509.CertPool) *http.Client {

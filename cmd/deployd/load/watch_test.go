@@ -124,9 +124,6 @@ func (w *watchers) watch(ctx context.Context, hc *http.Client, req *http.Request
 	sc.Buffer(make([]byte, 0, 4<<10), 8<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if !bytes.Contains(line, []byte(stampPrefix)) {
-			continue
-		}
 		t, ok := stampIn(line)
 		if !ok || t.UnixNano() < w.since.Load() {
 			continue
