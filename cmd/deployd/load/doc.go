@@ -8,5 +8,8 @@
 //
 // Everything here is in _test.go files: the package has no code of its own
 // that ships. make test runs a short smoke of each so they cannot rot;
-// the full runs are make targets of their own.
+// the full runs are make targets of their own. The test binary is also the
+// program of a limit that must be its own process (TestMain runs it when
+// DEPLOYD_LOAD_ROLE names it), so /proc reads its CPU apart from the
+// harness's clients.
 package load
