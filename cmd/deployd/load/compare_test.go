@@ -170,10 +170,8 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 	apps := c.URL() + "/apis/hanzo.ai/v1/apps"
 	tenantApps := c.URL() + "/apis/hanzo.ai/v1/namespaces/" + fleet.NamespaceAcme + "/apps?labelSelector=" + url.QueryEscape(fleet.LabelOrg+"=acme")
 	kinds := []struct {
-		name, path  string
-		deployd     listTarget
-		api         listTarget
-		contentType string
+		name, path   string
+		deployd, api listTarget
 	}{
 		{name: "full list", path: "/full", deployd: get("deployd", deploydHC, d.Base+"/v1/deploy/applications", bearer(root)), api: get("API server", apiHC, apps, bearer(c.Config.BearerToken))},
 		{name: "full list gzip", path: "/full.gz", deployd: get("deployd", deploydHC, d.Base+"/v1/deploy/applications", withGzip(bearer(root), true)), api: get("API server", apiHC, apps, withGzip(bearer(c.Config.BearerToken), true))},
@@ -274,7 +272,7 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 				tb.Logf("a deployd frame: %s", around(sample, stampPrefix, 400))
 				tb.Logf("an API server event: %s", around(w.api.sample, stampPrefix, 400))
 			}
-			limitSrv.drive = func(ctx context.Context, rate int) int64 { return publishAt(ctx, fan, sample, rate, max(4, rate/50)) }
+			limitSrv.drive = func(ctx context.Context, rate int) int64 { return publishAt(ctx, fan, sample, rate, max(16, rate/10)) }
 			w.limit = measureWatch(tb, limitSrv, n, rate, cfg.watchTime, drain)
 			cmp.watch = append(cmp.watch, w)
 		}
