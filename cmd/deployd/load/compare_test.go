@@ -47,7 +47,9 @@ import (
 //     the time it was sent into the App's tag; each client finds the stamp
 //     in what it reads and adds its age to a histogram. The limit is handed
 //     deployd's own frame, restamped, at the same rate. Figures: latency
-//     p50/p99/max, delivered ÷ expected (what arrived within a bounded
+//     p50/p99/max (from the moment the change was sent, so they include
+//     the PATCH itself, whose own round trip is a row of its own),
+//     delivered ÷ expected (what arrived within a bounded
 //     drain after the changes stopped), CPU of the serving process per
 //     delivered event, RSS per watcher.
 //   - API-server load: the API server's CPU a second while the watchers
@@ -222,10 +224,12 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 	// Apps in turn, rate a second until ctx ends; a change in flight then
 	// completes, so every change sent is counted and none is cut halfway.
 	var turn atomic.Int64
-	change := func(ctx context.Context, rate int) int64 {
+	change := func(ctx context.Context, rate int, took *latencies) int64 {
 		before := ch.Sent.Load()
 		pace(ctx, rate, max(16, rate/4), func() {
+			t0 := time.Now()
 			ch.change(tb.Context(), ch.apps[int(turn.Add(1))%len(ch.apps)])
+			took.add(time.Since(t0))
 		})
 		return ch.Sent.Load() - before
 	}
@@ -272,7 +276,9 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 				tb.Logf("a deployd frame: %s", around(sample, stampPrefix, 400))
 				tb.Logf("an API server event: %s", around(w.api.sample, stampPrefix, 400))
 			}
-			limitSrv.drive = func(ctx context.Context, rate int) int64 { return publishAt(ctx, fan, sample, rate, max(16, rate/10)) }
+			limitSrv.drive = func(ctx context.Context, rate int, took *latencies) int64 {
+				return publishAt(ctx, fan, sample, rate, max(16, rate/10), took)
+			}
 			w.limit = measureWatch(tb, limitSrv, n, rate, cfg.watchTime, drain)
 			cmp.watch = append(cmp.watch, w)
 		}

@@ -85,6 +85,8 @@ func (cmp *comparison) tables() []string {
 		}
 		watch.addAll(p+"bytes per event", each(func(r watchResult) float64 { return float64(len(r.sample)) }))
 		watch.addAll(p+"changes sent/s", each(func(r watchResult) float64 { return float64(r.sent) / r.windowSecs }))
+		watch.addAll(p+"send (PATCH, or POST to the limit) p50 ms", each(func(r watchResult) float64 { return ms(r.sendP50) }))
+		watch.addAll(p+"send p99 ms", each(func(r watchResult) float64 { return ms(r.sendP99) }))
 		watch.addAll(p+"delivered ÷ expected", each(func(r watchResult) float64 { return float64(r.delivered) / float64(r.expected()) }))
 		watch.addAll(p+"latency p50 ms", each(func(r watchResult) float64 { return ms(r.p50) }))
 		watch.addAll(p+"latency p99 ms", each(func(r watchResult) float64 { return ms(r.p99) }))

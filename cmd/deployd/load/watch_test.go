@@ -156,12 +156,15 @@ func (w *watchers) close(tb testing.TB) {
 
 // watchServer is one server under the fan-out test, as the window sees it.
 type watchServer struct {
-	name  string
-	pid   int   // the serving process
-	also  []int // other processes whose CPU the window reads (the API server behind deployd)
-	hc    *http.Client
-	open  func(context.Context) *http.Request // a request for one stream, from now on
-	drive func(ctx context.Context, rate int) int64
+	name string
+	pid  int   // the serving process
+	also []int // other processes whose CPU the window reads (the API server behind deployd)
+	hc   *http.Client
+	open func(context.Context) *http.Request // a request for one stream, from now on
+	// drive makes changes (or hands the limit frames) at rate until ctx
+	// ends, adds the time each took to send to took, and returns how many
+	// it sent.
+	drive func(ctx context.Context, rate int, took *latencies) int64
 }
 
 // watchResult is what one window measured.
@@ -172,6 +175,7 @@ type watchResult struct {
 	refused, ended     int64
 	silent             int64 // watchers that received no change
 	p50, p99, max      time.Duration
+	sendP50, sendP99   time.Duration // of the change's own request (PATCH, or POST to the limit)
 	cpu                time.Duration // of the serving process, window and drain
 	alsoCPU            []time.Duration
 	elapsed            time.Duration // window and drain
@@ -208,7 +212,9 @@ func measureWatch(tb testing.TB, s watchServer, n, rate int, d, drain time.Durat
 		also0[i] = procCPU(tb, pid)
 	}
 	ctx, stop := context.WithTimeout(tb.Context(), d)
-	r.sent = s.drive(ctx, rate)
+	var took latencies
+	r.sent = s.drive(ctx, rate, &took)
+	r.sendP50, r.sendP99 = took.quantile(0.50), took.quantile(0.99)
 	stop()
 	r.windowSecs = time.Since(start).Seconds()
 	drained, cancel := context.WithTimeout(tb.Context(), drain)
@@ -235,7 +241,7 @@ func measureWatch(tb testing.TB, s watchServer, n, rate int, d, drain time.Durat
 // publishAt hands the fan-out limit rate frames a second until ctx ends,
 // each the sample frame with the stamp of the moment it was sent; it
 // returns how many the limit took.
-func publishAt(ctx context.Context, l *fanoutLimit, sample []byte, rate, workers int) int64 {
+func publishAt(ctx context.Context, l *fanoutLimit, sample []byte, rate, workers int, took *latencies) int64 {
 	i := bytes.Index(sample, []byte(stampPrefix))
 	if i < 0 {
 		panic(fmt.Sprintf("sample frame without a stamp: %.200q", sample))
@@ -243,13 +249,15 @@ func publishAt(ctx context.Context, l *fanoutLimit, sample []byte, rate, workers
 	head, tail := sample[:i], sample[i+len(stamp(time.Now())):]
 	var sent atomic.Int64
 	pace(ctx, rate, workers, func() {
+		t0 := time.Now()
 		frame := make([]byte, 0, len(sample)+16)
 		frame = append(frame, "id: 1\n"...)
 		frame = append(frame, head...)
-		frame = append(frame, stamp(time.Now())...)
+		frame = append(frame, stamp(t0)...)
 		frame = append(frame, tail...)
 		frame = append(frame, "\n\n"...)
 		if l.publish(frame) == nil {
+			took.add(time.Since(t0))
 			sent.Add(1)
 		}
 	})
