@@ -40,6 +40,7 @@ type options struct {
 	withoutCRDs []string
 	users       []user
 	podStatus   PodStatusFunc
+	snapshot    *snapshotOption
 }
 
 // WithControllers also starts kube-controller-manager, kube-scheduler, the
@@ -113,6 +114,14 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 		}
 	}
 
+	var snap *snapshotPlan
+	if o.snapshot != nil {
+		if len(o.withoutCRDs) > 0 {
+			t.Fatalf("WithoutCRDs(%v) with a snapshot: a snapshot holds every CRD; install them later with InstallCRD instead of leaving them out", o.withoutCRDs)
+		}
+		snap = planSnapshot(t, o.snapshot)
+	}
+
 	began := time.Now()
 	c := &Cluster{Dir: t.TempDir(), opts: o, crds: crds, users: map[string]user{}}
 	t.Cleanup(func() { c.shutdown(t) })
@@ -137,7 +146,16 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 		t.Fatalf("token file: %v", err)
 	}
 
-	c.etcd, err = startEtcd(etcdBin, c.Dir, startBudget)
+	var from string
+	if snap != nil && snap.seed != "" {
+		copied, err := copyTree(snap.seed, filepath.Join(c.Dir, "etcd"), false)
+		if err != nil {
+			t.Fatalf("snapshot %s: copy etcd data: %v", snap.key, err)
+		}
+		from = fmt.Sprintf(", from snapshot %s (%s in %d files copied by %s in %v)", snap.key, mib(copied.bytes),
+			copied.files, copied.method, time.Since(began).Round(time.Millisecond))
+	}
+	c.etcd, err = startEtcd(etcdBin, c.Dir, from == "", startBudget)
 	if c.etcd != nil {
 		c.own(c.etcd.proc)
 	}
@@ -175,13 +193,16 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	c.InstallCRD(t, install...)
 	crdsReady := time.Now()
 
+	if snap != nil && snap.seed == "" {
+		c.loadAndSave(t, snap, o.snapshot.load)
+	}
 	if o.controllers {
 		c.StartControllers(t)
 	}
-	t.Logf("cluster ready in %v (etcd %v, kube-apiserver %v, %d CRDs %v) at %s",
+	t.Logf("cluster ready in %v (etcd %v, kube-apiserver %v, %d CRDs %v) at %s%s",
 		time.Since(began).Round(time.Millisecond), etcdReady.Sub(began).Round(time.Millisecond),
 		apiReady.Sub(etcdReady).Round(time.Millisecond), len(install),
-		crdsReady.Sub(apiReady).Round(time.Millisecond), c.apiserver.url)
+		crdsReady.Sub(apiReady).Round(time.Millisecond), c.apiserver.url, from)
 	return c
 }
 
