@@ -82,6 +82,41 @@
 // or list from an older resourceVersion gets 410 Gone. RestartAPIServer
 // alone already makes a watch from before the restart 410 (Expired).
 //
+// # Snapshots
+//
+// WithSnapshot(key, load) starts a cluster from a cached copy of etcd's
+// data, so a large fixture is loaded once and not by every run:
+//
+//	c := clustertest.Start(b, clustertest.FleetSnapshot(10000, 10)) // ~181,000 objects
+//
+// A snapshot is SnapshotDir()/<key>: etcd/ (a data folder) and
+// snapshot.json. The first run with a key takes the key's lock
+// (SnapshotDir()/.locks/<key>, an flock, released if the run dies), starts
+// an empty cluster, calls load, then saves: etcd is compacted and
+// defragmented, stopped with SIGTERM (a clean stop leaves a consistent data
+// folder), copied to SnapshotDir()/.tmp/ and flushed, and the copy is renamed
+// to <key>, which publishes it whole. etcd is then started again on the same
+// ports with the same data; the running API server reconnects by itself,
+// and Start waits until a list goes through before it returns. A run that
+// finds the lock taken waits for it and starts from the snapshot, so
+// concurrent first runs load once. A load that fails the test or panics
+// saves nothing; a .tmp folder left by a run killed while saving is never
+// read, and is removed by the next run that loads the key.
+//
+// Every later run copies etcd/ into its own Dir and starts etcd on fresh
+// ports; the member keeps its identity (its recorded peer URL is stale,
+// which a single member never dials). The copy is a reflink where the
+// filesystem has them, else a full copy in the kernel (copy_file_range);
+// never a hard link, as etcd writes its database and WAL in place. A run
+// may change, compact or kill anything: the cache is never written to. The
+// API server's keys and tokens are new in each run; nothing stored depends
+// on them (service-account tokens are signed on request with the run's
+// key). The CRDs are already in the copy, Established; Start updates them
+// to deploy/crds. The key is a snapshot's only identity: it must change
+// when what load creates does (FleetSnapshotKey hashes what the generator
+// renders and deploy/crds); remove a folder under SnapshotDir to load it
+// again.
+//
 // # Helpers
 //
 // Object parses a manifest. Apply creates or updates objects through the

@@ -13,11 +13,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/hanzoai/deploy/demo/fleet"
 )
@@ -36,6 +40,10 @@ func TestSnapshot(t *testing.T) {
 	opt := WithSnapshot(key, func(t testing.TB, c *Cluster) {
 		loads++
 		LoadFleet(t, c, snapApps, snapReplicas)
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "snapshotted", Namespace: "hanzo"}}
+		if _, err := c.Clientset().CoreV1().ServiceAccounts(sa.Namespace).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create ServiceAccount: %v", err)
+		}
 	})
 	rendered := fleet.RenderAll(FleetApps(snapApps, snapReplicas))
 	want := countByResource(t, rendered)
@@ -101,6 +109,27 @@ func TestSnapshot(t *testing.T) {
 		_, err = c.Clientset().CoreV1().Namespaces().Get(t.Context(), "after-the-snapshot", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("namespace created after the snapshot was taken: get gave %v, want not found", err)
+		}
+		// The API server's keys are new in every run; a ServiceAccount
+		// saved with the snapshot gets a token signed by them, which
+		// authenticates.
+		tr, err := c.Clientset().CoreV1().ServiceAccounts("hanzo").CreateToken(t.Context(), "snapshotted",
+			&authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("token for the saved ServiceAccount: %v", err)
+		}
+		cfg := rest.CopyConfig(c.Config)
+		cfg.BearerToken = tr.Status.Token
+		as, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		review, err := as.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("authenticate with the ServiceAccount's token: %v", err)
+		}
+		if got, want := review.Status.UserInfo.Username, "system:serviceaccount:hanzo:snapshotted"; got != want {
+			t.Errorf("the token authenticates as %q, want %q", got, want)
 		}
 		if c.EtcdURL() == readMeta(t, key).EtcdURL {
 			t.Errorf("etcd serves at %s, the snapshot's own URL; want fresh ports", c.EtcdURL())
@@ -177,8 +206,8 @@ const childKey = "child-test"
 
 // TestSnapshotChild runs in a child process of the tests below: it starts
 // a cluster with a snapshot whose load creates a namespace and then, by
-// $DEPLOYD_SNAPSHOT_CHILD, fails the test ("failnow"), panics ("panic"),
-// or returns ("load").
+// $DEPLOYD_SNAPSHOT_CHILD, fails the test and returns ("error"), fails it
+// and stops ("failnow"), panics ("panic"), or returns ("load").
 func TestSnapshotChild(t *testing.T) {
 	mode := os.Getenv(childEnv)
 	if mode == "" {
@@ -188,6 +217,8 @@ func TestSnapshotChild(t *testing.T) {
 		fmt.Println("LOAD CALLED")
 		c.Apply(t, namespace("loaded"))
 		switch mode {
+		case "error":
+			t.Error("load fails and returns")
 		case "failnow":
 			t.FailNow()
 		case "panic":
@@ -217,14 +248,14 @@ func runChild(t *testing.T, dir, mode string) (string, bool) {
 	return string(out), err == nil
 }
 
-// TestSnapshotInterruptedLoad: a load that fails the test or panics leaves
-// no snapshot, and an unfinished one (a run killed while writing it) is
-// never trusted; the next start loads again.
+// TestSnapshotInterruptedLoad: a load that fails the test (and returns or
+// not) or panics leaves no snapshot, and an unfinished one (a run killed
+// while writing it) is never trusted; the next start loads again.
 func TestSnapshotInterruptedLoad(t *testing.T) {
 	binary(t, "etcd")
 	dir := t.TempDir()
 	t.Setenv(SnapshotsEnv, dir)
-	for _, mode := range []string{"failnow", "panic"} {
+	for _, mode := range []string{"error", "failnow", "panic"} {
 		out, passed := runChild(t, dir, mode)
 		if passed || !strings.Contains(out, "LOAD CALLED") {
 			t.Fatalf("%s: the child test passed or never loaded; want a failure inside load:\n%s", mode, out)
