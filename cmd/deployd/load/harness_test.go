@@ -16,11 +16,9 @@ import (
 	"time"
 
 	"github.com/oauth2-proxy/mockoidc"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/cluster/clustertest"
-	"github.com/hanzoai/deploy/demo/fleet"
 )
 
 // The callers: a SuperAdmin (sees the whole fleet) and a member of the acme
@@ -30,29 +28,21 @@ var (
 	acmeMember = authtest.User{Subject: "u-alice", Extra: map[string]any{"preferred_username": "alice", "owner": "acme"}}
 )
 
+// snapshotFrom is the smallest fleet worth a snapshot: below it loading
+// is quicker than saving etcd's data (a stop, a copy and a restart).
+const snapshotFrom = 1000
+
 // fleetCluster starts a real API server holding the fleet of apps Apps with
-// replicas pods each (seed 1, as BenchmarkColdStart loads it).
+// replicas pods each (seed 1, as BenchmarkColdStart loads it). A large
+// fleet is loaded once and kept (clustertest.FleetSnapshot): later runs
+// start from a copy of etcd's data in seconds.
 func fleetCluster(tb testing.TB, apps, replicas int) *clustertest.Cluster {
 	tb.Helper()
+	if apps >= snapshotFrom {
+		return clustertest.Start(tb, clustertest.FleetSnapshot(apps, replicas))
+	}
 	c := clustertest.Start(tb)
-	var gen []fleet.App
-	for _, a := range fleet.Generate(1, apps) {
-		if a.Kind == fleet.KindApp && a.Replicas > 0 {
-			a.Replicas = int32(replicas)
-			a.Autoscale = nil
-		}
-		gen = append(gen, a)
-	}
-	objs := fleet.RenderAll(gen)
-	dyn, err := dynamic.NewForConfig(fleet.FastConfig(c.Config))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	start := time.Now()
-	if err := fleet.NewLoader(dyn).Load(tb.Context(), objs); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Logf("loaded %d objects (%d Apps) in %s", len(objs), apps, time.Since(start).Round(time.Second))
+	clustertest.LoadFleet(tb, c, apps, replicas)
 	return c
 }
 
