@@ -43,9 +43,9 @@ type chaosScale struct {
 }
 
 var chaosScales = map[string]chaosScale{
-	"": {name: "smoke", apps: 30, replicas: 1, killClients: 20, stormClients: 40, relistClients: 20, slowClients: 20,
-		loadClients: 10, rate: 50, slowRate: 200, relistRate: 100, stormWindow: 2 * time.Second, steady: 2 * time.Second,
-		badRequests: 3000, converge: 30 * time.Second, slowBudget: 30 * time.Second},
+	"": {name: "smoke", apps: 30, replicas: 4, killClients: 20, stormClients: 40, relistClients: 20, slowClients: 20,
+		loadClients: 10, rate: 50, slowRate: 200, relistRate: 100, stormWindow: 2 * time.Second, steady: time.Second,
+		badRequests: 3000, converge: 30 * time.Second, slowBudget: 45 * time.Second},
 	"mid": {name: "mid", apps: 2000, replicas: 1, killClients: 500, stormClients: 1000, relistClients: 300, slowClients: 300,
 		loadClients: 100, rate: 100, slowRate: 200, relistRate: 500, stormWindow: 15 * time.Second, steady: 5 * time.Second,
 		badRequests: 20000, converge: 3 * time.Minute, slowBudget: 90 * time.Second},
@@ -93,7 +93,7 @@ func TestChaos(t *testing.T) {
 		keys[i] = a.Namespace + "/" + a.Name
 	}
 	e := &chaosEnv{sc: sc, c: c, id: id, d: d, ch: ch, apps: newAppIndex(keys),
-		token: id.token(t, superAdmin, 4*time.Hour), hc: newStreamHTTPClient()}
+		token: id.token(t, superAdmin, 4*time.Hour), hc: newStreamHTTPClient(false)}
 
 	scenarios := []struct {
 		name string
@@ -192,7 +192,7 @@ func waitAll(t *testing.T, cs []*esClient, timeout time.Duration, what string, c
 func (e *chaosEnv) runChanger(t *testing.T, rate int) (stop func()) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	wg.Go(func() { e.ch.run(ctx, rate, max(8, rate/20)) })
+	wg.Go(func() { e.ch.run(ctx, rate, max(8, rate/10)) })
 	return sync.OnceFunc(func() { cancel(); wg.Wait() })
 }
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -68,8 +69,9 @@ type esClient struct {
 	hc         *http.Client
 	apps       *appIndex
 
-	slow    atomic.Int64 // when > 0, read at most this many bytes a second
-	measure atomic.Bool  // record the latency of stamped changes
+	slow      atomic.Int64 // when > 0, read at most this many bytes a second
+	bytesRead atomic.Int64 // bytes read from streams
+	measure   atomic.Bool  // record the latency of stamped changes
 
 	mu         sync.Mutex
 	view       []uint64          // by appIndex; 0 absent
@@ -132,6 +134,18 @@ func (c *esClient) drop(delay time.Duration) {
 	}
 }
 
+// goSlow moves the client to a slow link: it reconnects at once (with its
+// position) over hc and reads at most rate bytes a second from then on. A
+// fresh connection, because a socket that once ran at full speed keeps the
+// large send buffer its kernel grew for it.
+func (c *esClient) goSlow(rate int64, hc *http.Client) {
+	c.mu.Lock()
+	c.hc = hc
+	c.mu.Unlock()
+	c.slow.Store(rate)
+	c.drop(0)
+}
+
 func (c *esClient) connect(ctx context.Context) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -149,7 +163,10 @@ func (c *esClient) connect(ctx context.Context) {
 	if sent != 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatUint(sent, 10))
 	}
-	resp, err := c.hc.Do(req)
+	c.mu.Lock()
+	hc := c.hc
+	c.mu.Unlock()
+	resp, err := hc.Do(req)
 	status := 0
 	if err == nil {
 		status = resp.StatusCode
@@ -186,7 +203,7 @@ var (
 
 // read parses one stream until it ends.
 func (c *esClient) read(body io.Reader, cur int) {
-	br := bufio.NewReaderSize(&throttle{r: body, rate: &c.slow}, 8<<10)
+	br := bufio.NewReaderSize(&throttle{r: body, rate: &c.slow, n: &c.bytesRead}, 8<<10)
 	var (
 		long           []byte // a line longer than the buffer
 		id             uint64
@@ -313,13 +330,16 @@ func valueAfter(b, prefix []byte) []byte {
 type throttle struct {
 	r    io.Reader
 	rate *atomic.Int64
+	n    *atomic.Int64
 	next time.Time
 }
 
 func (t *throttle) Read(p []byte) (int, error) {
 	rate := t.rate.Load()
 	if rate <= 0 {
-		return t.r.Read(p)
+		n, err := t.r.Read(p)
+		t.n.Add(int64(n))
+		return n, err
 	}
 	if grain := int(max(rate/4, 1)); len(p) > grain {
 		p = p[:grain]
@@ -328,7 +348,9 @@ func (t *throttle) Read(p []byte) (int, error) {
 		time.Sleep(d)
 	}
 	t.next = time.Now().Add(250 * time.Millisecond)
-	return t.r.Read(p)
+	n, err := t.r.Read(p)
+	t.n.Add(int64(n))
+	return n, err
 }
 
 // truth is the API server's own answer: each indexed App's tag hash, and
@@ -390,10 +412,26 @@ func (c *esClient) takeLatencies() []time.Duration {
 	return l
 }
 
-// newStreamHTTPClient is the transport the clients share.
-func newStreamHTTPClient() *http.Client {
+// newStreamHTTPClient is a transport clients share. slowLink gives each
+// socket what a slow link has, unlike loopback: a small receive window
+// (4 KiB) and small segments (536 bytes). The server's kernel sizes its
+// send buffer from the segment size and the congestion window: with
+// loopback's 64 KiB segments it would hold megabytes a 1 KB/s reader never
+// drains, in front of deployd's own queue.
+func newStreamHTTPClient(slowLink bool) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	if slowLink {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = errors.Join(syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10),
+					syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 536))
+			})
+			return errors.Join(err, serr)
+		}
+	}
 	return &http.Client{Transport: &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 64, DisableCompression: true, ResponseHeaderTimeout: 30 * time.Second,
+		DialContext: d.DialContext, MaxIdleConnsPerHost: 64, DisableCompression: true,
+		ResponseHeaderTimeout: 30 * time.Second,
 	}}
 }
