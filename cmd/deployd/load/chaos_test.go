@@ -237,6 +237,15 @@ func (e *chaosEnv) converge(t *testing.T, cs []*esClient, tr *truth) (time.Durat
 		return m+w+x == 0
 	})
 	took := time.Since(start)
+	regress := 0
+	for _, c := range cs {
+		c.mu.Lock()
+		regress += c.regress
+		c.mu.Unlock()
+	}
+	if regress > 0 {
+		t.Errorf("%d event ids went backwards within a stream", regress)
+	}
 	if !ok {
 		bad := 0
 		for _, c := range cs {
