@@ -276,6 +276,7 @@ func chaosBadInput(t *testing.T, e *chaosEnv, row *chaosRow) {
 	loadFor(t.Context(), e.sc.steady)
 	pid := e.d.PID()
 	rss0, _ := procMemory(t, pid)
+	heap0, subs0, g0 := e.d.metric(t, "go_memstats_heap_inuse_bytes"), e.d.metric(t, "deployd_stream_subscribers"), e.d.metric(t, "go_goroutines")
 	corpus := fuzzCorpus(t)
 	if len(corpus) == 0 {
 		t.Error("no fuzz corpus found under */testdata/fuzz")
@@ -296,6 +297,7 @@ func chaosBadInput(t *testing.T, e *chaosEnv, row *chaosRow) {
 		return float64(rss) <= 1.1*float64(rss0)
 	})
 	backIn := time.Since(backAt)
+	heap1, subs1, g1 := e.d.metric(t, "go_memstats_heap_inuse_bytes"), e.d.metric(t, "deployd_stream_subscribers"), e.d.metric(t, "go_goroutines")
 	stopChanger()
 	tr := e.truth(t)
 	_, ok := e.converge(t, cs, tr)
@@ -315,6 +317,7 @@ func chaosBadInput(t *testing.T, e *chaosEnv, row *chaosRow) {
 	row.note("%d requests in %s: %d 2xx, %d 3xx, %d 4xx, %d 5xx, %d not answered (connection closed)", n, took.Round(time.Millisecond),
 		res.byClass[2].Load(), res.byClass[3].Load(), res.byClass[4].Load(), res.byClass[5].Load(), res.byClass[0].Load()+res.byClass[1].Load())
 	row.note("RSS %d MiB before, %d MiB after, %d MiB %s later", rss0>>20, rssPeak>>20, rss>>20, backIn.Round(time.Second))
+	row.note("heap in use %.0f → %.0f MiB, stream subscribers %v → %v, goroutines %v → %v", heap0/(1<<20), heap1/(1<<20), subs0, subs1, g0, g1)
 	if ok && back {
 		row.converge = fmt.Sprintf("RSS within 10%% %s after", backIn.Round(time.Second))
 	}
