@@ -295,9 +295,24 @@ func chaosSlow(t *testing.T, e *chaosEnv, row *chaosRow) {
 	}
 	stopChanger := e.runChanger(t, rate)
 	defer stopChanger()
-	loadFor(t.Context(), e.sc.steady) // the changer reaches its pace
 	for _, c := range fast {
 		c.measure.Store(true)
+	}
+	// Changes flow (after the API server's restart the changer's first
+	// requests may wait on a connection that is gone): a change reached a
+	// client; what was measured before that is dropped.
+	ctxA, cancelA := context.WithTimeout(t.Context(), e.sc.converge)
+	defer cancelA()
+	if !waitFor(ctxA, func() bool {
+		fast[0].mu.Lock()
+		defer fast[0].mu.Unlock()
+		return len(fast[0].lat) > 0
+	}) {
+		t.Fatalf("no change reached a client in %s", e.sc.converge)
+	}
+	loadFor(t.Context(), e.sc.steady) // the changer reaches its pace
+	for _, c := range fast {
+		c.takeLatencies()
 	}
 	read0, at0 := fast[0].bytesRead.Load(), time.Now()
 	loadFor(t.Context(), e.sc.steady)
