@@ -12,6 +12,9 @@
 #                writing the same bytes: lists, watch fan-out, API-server load,
 #                on a 10,000-App fleet (sizes from DEPLOYD_COMPARE_*)
 #   make fuzz    a longer run of every fuzz target
+#   make chaos   faults under load (kill -9, a reconnect storm, an API server
+#                restart with etcd compacted, slow clients, bad input) on the
+#                10,000-App fleet, each judged against the API server's LIST
 
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -19,7 +22,7 @@ TOOLS ?= $(shell hack/build-tools.sh --dir)
 FUZZTIME ?= 5s
 export DEPLOYD_TOOLS := $(TOOLS)
 
-.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine bench-compare coldstart sse-clients
+.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine bench-compare coldstart sse-clients chaos
 
 all: build
 
@@ -94,3 +97,9 @@ sse-clients: tools
 # _RATES and _SECONDS size it; DEPLOYD_COMPARE_OUT receives the tables.
 bench-compare: tools
 	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench '^BenchmarkSideBySide$$' -benchtime 1x -timeout 90m -v ./cmd/deployd/load/
+
+# The fault scenarios at the issue's scale: 10,000 Apps × 10 pods, thousands
+# of clients (make test runs a smoke of the same test). The summary table is
+# also written to $DEPLOYD_CHAOS_OUT when set.
+chaos: tools
+	DEPLOYD_REQUIRE_TOOLS=1 DEPLOYD_CHAOS_SCALE=full $(GO) test -run '^TestChaos$$' -count=1 -v -timeout 90m ./cmd/deployd/load/

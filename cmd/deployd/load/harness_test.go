@@ -85,6 +85,7 @@ type deployd struct {
 	tb         testing.TB
 	bin, kcfg  string
 	env        []string
+	extraEnv   []string // the env given to startDeployd
 	addr, Base string
 	log        *authtest.LogBuffer // stdout and stderr of every run, for panics and 5xx lines
 	cmd        *exec.Cmd
@@ -105,6 +106,7 @@ func startDeployd(tb testing.TB, bin, kubeconfig string, id *identity, env ...st
 	d.env = append(os.Environ(), "LOG_LEVEL=warn", "DEPLOY_PUBLIC_URL="+d.Base,
 		"IAM_ENDPOINT="+id.m.Issuer(), "DEPLOY_IAM_CLIENT_ID="+id.m.ClientID, "DEPLOY_IAM_CLIENT_SECRET="+id.m.ClientSecret)
 	d.env = append(d.env, env...)
+	d.extraEnv = env
 	tb.Cleanup(d.stop)
 	d.start()
 	return d
@@ -113,7 +115,7 @@ func startDeployd(tb testing.TB, bin, kubeconfig string, id *identity, env ...st
 // start runs the process and waits (up to 5 minutes) for it to be ready.
 func (d *deployd) start() {
 	d.tb.Helper()
-	d.cmd = exec.Command(d.bin, "serve", "--listen", d.addr, "--metrics-listen=", "--kubeconfig", d.kcfg)
+	d.cmd = exec.Command(d.bin, "serve", "--listen", d.addr, "--metrics-listen="+d.metricsAddr(), "--kubeconfig", d.kcfg)
 	d.cmd.Env = d.env
 	d.cmd.Stdout = d.log
 	d.cmd.Stderr = d.log
@@ -123,6 +125,19 @@ func (d *deployd) start() {
 	d.exited = make(chan struct{})
 	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(d.cmd, d.exited)
 	d.waitReady(5 * time.Minute)
+}
+
+// metricsAddr is the metrics listener's address: the last
+// DEPLOYD_METRICS_LISTEN of the env given to startDeployd (withMetrics
+// makes one), else "" (none).
+func (d *deployd) metricsAddr() string {
+	addr := ""
+	for _, kv := range d.extraEnv {
+		if v, ok := strings.CutPrefix(kv, "DEPLOYD_METRICS_LISTEN="); ok {
+			addr = v
+		}
+	}
+	return addr
 }
 
 // waitReady waits for /v1/deploy/health to answer 200.
