@@ -6,66 +6,79 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/labstack/echo/v4"
 )
 
-// responseCache keeps rendered bodies per (scope, route, query, revision),
-// rendered once however many clients ask, and the compressed runs lists
-// are spliced from (gzlist.go). It is bounded by entry count and by total
-// bytes.
+// responseCache keeps rendered bodies per (scope, route, query) at one
+// version (the revision they were rendered at), rendered once however many
+// clients ask, and the compressed runs lists are spliced from (gzlist.go).
+// A key holds only its latest version: rendering a newer one replaces the
+// older body, which no request can ask for again (answers are at the
+// current revision), so a stream of changes does not fill the cache with
+// bodies of past revisions. It is bounded by entry count and by total bytes
+// (64 MiB: a dozen full lists of a 10,000-App fleet).
 type responseCache struct {
 	lru      *lru.Cache[string, *cachedBody]
-	mu       sync.Mutex
-	bytes    int64
+	mu       sync.Mutex // orders a replacement's peek and add
+	bytes    atomic.Int64
 	maxBytes int64
 }
 
 // cachedBody is one rendered body and, made on first demand, its gzip form;
 // or a compressed run of a list (see gzlist.go), then gzipped is its blocks.
 type cachedBody struct {
+	version  string // what the body was rendered at
 	body     []byte
 	gzipOnce sync.Once
 	gzipped  []byte
+	gzLen    atomic.Int64 // len(gzipped) once it is made, readable by anyone
 	run      *gzRun
 }
 
 func newResponseCache(entries int) *responseCache {
-	rc := &responseCache{maxBytes: 256 << 20}
-	rc.lru, _ = lru.NewWithEvict(entries, func(_ string, v *cachedBody) {
-		rc.mu.Lock()
-		rc.bytes -= v.size()
-		rc.mu.Unlock()
-	})
+	rc := &responseCache{maxBytes: 64 << 20}
+	rc.lru, _ = lru.NewWithEvict(entries, func(_ string, v *cachedBody) { rc.bytes.Add(-v.size()) })
 	return rc
 }
 
-func (rc *responseCache) get(key string) (*cachedBody, bool) { return rc.lru.Get(key) }
+// get returns the body of key at version, if that is the one held.
+func (rc *responseCache) get(key, version string) (*cachedBody, bool) {
+	b, ok := rc.lru.Get(key)
+	if !ok || b.version != version {
+		return nil, false
+	}
+	return b, true
+}
 
-func (rc *responseCache) add(key string, b *cachedBody) {
+// add holds b as key's body at version, in place of any other version.
+func (rc *responseCache) add(key, version string, b *cachedBody) {
+	b.version = version
 	if b.size() > rc.maxBytes/4 {
 		return // one body may not crowd out the rest
 	}
-	rc.lru.Add(key, b)
+	// Replacing a key's value calls no eviction: its old size leaves here.
+	// The lock covers the peek and the add, so two renders of one key
+	// cannot both subtract the same old body.
 	rc.mu.Lock()
-	rc.bytes += b.size()
-	over := rc.bytes > rc.maxBytes
+	if old, ok := rc.lru.Peek(key); ok {
+		rc.bytes.Add(-old.size())
+	}
+	rc.bytes.Add(b.size())
+	rc.lru.Add(key, b)
 	rc.mu.Unlock()
-	for over {
+	for rc.bytes.Load() > rc.maxBytes {
 		if _, _, ok := rc.lru.RemoveOldest(); !ok {
 			return
 		}
-		rc.mu.Lock()
-		over = rc.bytes > rc.maxBytes
-		rc.mu.Unlock()
 	}
 }
 
-// size is what the entry holds, in bytes. The gzip form is counted when it
-// is made (under the cache's lock), so size must be read under it too.
-func (b *cachedBody) size() int64 { return int64(len(b.body) + len(b.gzipped)) }
+// size is what the entry holds, in bytes, its gzip form counted once made.
+func (b *cachedBody) size() int64 { return int64(len(b.body)) + b.gzLen.Load() }
 
 func (b *cachedBody) gzip(rc *responseCache) []byte {
 	b.gzipOnce.Do(func() {
@@ -75,9 +88,8 @@ func (b *cachedBody) gzip(rc *responseCache) []byte {
 		_, _ = zw.Write(b.body)
 		_ = zw.Close()
 		b.gzipped = buf.Bytes()
-		rc.mu.Lock()
-		rc.bytes += int64(len(b.gzipped))
-		rc.mu.Unlock()
+		b.gzLen.Store(int64(len(b.gzipped)))
+		rc.bytes.Add(int64(len(b.gzipped)))
 	})
 	return b.gzipped
 }
@@ -96,15 +108,14 @@ func (s *Server) respondCachedAt(c echo.Context, version, key string, render fun
 	if notModifiedAt(c, version) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	key = key + "@" + version
-	cb, ok := s.cache.get(key)
+	cb, ok := s.cache.get(key, version)
 	if !ok {
 		body, err := render()
 		if err != nil {
 			return err
 		}
 		cb = &cachedBody{body: body}
-		s.cache.add(key, cb)
+		s.cache.add(key, version, cb)
 	}
 	return s.writeBody(c, cb)
 }

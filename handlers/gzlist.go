@@ -106,15 +106,16 @@ func compressRun(run rowRun, keep func(*projection.App) bool) *gzRun {
 func (s *Server) writeGzipList(c echo.Context, rev uint64, view string, runs []rowRun, keep func(*projection.App) bool) error {
 	parts := make([]*gzRun, 0, len(runs))
 	for _, run := range runs {
-		key := "gzrun|" + view + "|" + run.name + "@" + strconv.FormatUint(run.version, 10)
-		if cb, ok := s.cache.get(key); ok {
+		key, version := "gzrun|"+view+"|"+run.name, strconv.FormatUint(run.version, 10)
+		if cb, ok := s.cache.get(key, version); ok {
 			parts = append(parts, cb.run)
 			continue
 		}
 		r := compressRun(run, keep)
 		cb := &cachedBody{gzipped: r.z, run: r}
 		cb.gzipOnce.Do(func() {}) // it has no plain form
-		s.cache.add(key, cb)
+		cb.gzLen.Store(int64(len(r.z)))
+		s.cache.add(key, version, cb)
 		parts = append(parts, r)
 	}
 
