@@ -20,7 +20,8 @@ import (
 // older body, which no request can ask for again (answers are at the
 // current revision), so a stream of changes does not fill the cache with
 // bodies of past revisions. It is bounded by entry count and by total bytes
-// (64 MiB: a dozen full lists of a 10,000-App fleet).
+// (128 MiB; one body at most half of it: the full list of a 10,000-App
+// fleet is 25 MB plain, 2 MB gzipped).
 type responseCache struct {
 	lru      *lru.Cache[string, *cachedBody]
 	mu       sync.Mutex // orders a replacement's peek and add
@@ -40,7 +41,7 @@ type cachedBody struct {
 }
 
 func newResponseCache(entries int) *responseCache {
-	rc := &responseCache{maxBytes: 64 << 20}
+	rc := &responseCache{maxBytes: 128 << 20}
 	rc.lru, _ = lru.NewWithEvict(entries, func(_ string, v *cachedBody) { rc.bytes.Add(-v.size()) })
 	return rc
 }
@@ -57,7 +58,7 @@ func (rc *responseCache) get(key, version string) (*cachedBody, bool) {
 // add holds b as key's body at version, in place of any other version.
 func (rc *responseCache) add(key, version string, b *cachedBody) {
 	b.version = version
-	if b.size() > rc.maxBytes/4 {
+	if b.size() > rc.maxBytes/2 {
 		return // one body may not crowd out the rest
 	}
 	// Replacing a key's value calls no eviction: its old size leaves here.
