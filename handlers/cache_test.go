@@ -59,3 +59,13 @@ func TestCacheBoundedByBytes(t *testing.T) {
 		t.Fatalf("%d entries of 1 MiB under a 10 MiB bound", n)
 	}
 }
+
+// TestCacheHoldsAFullFleetList: the full list of a 10,000-App fleet (25 MB
+// plain) is held under the default bound, so it is rendered once a revision.
+func TestCacheHoldsAFullFleetList(t *testing.T) {
+	rc := newResponseCache(256)
+	rc.add("list|root|", "7", &cachedBody{body: make([]byte, 30<<20)})
+	if _, ok := rc.get("list|root|", "7"); !ok {
+		t.Fatal("a 30 MiB list was not held")
+	}
+}
