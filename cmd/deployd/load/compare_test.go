@@ -1,6 +1,7 @@
 package load
 
 import (
+	"bufio"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -267,7 +268,12 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 				w.apiBehindDeployd = w.deployd.alsoCPU[0]
 			}
 			apiRV = listRV(tb, apiHC, apps+"?limit=1", c.Config.BearerToken)
+			cut0 := terminatedWatchers(tb, apiHC, c.URL(), c.Config.BearerToken)
 			w.api = measureWatch(tb, apiSrv, n, rate, cfg.watchTime, drain)
+			if cut := terminatedWatchers(tb, apiHC, c.URL(), c.Config.BearerToken) - cut0; cut > 0 {
+				cmp.note(tb, "N=%d, %d/s: the API server closed %d of its watches as unresponsive (apiserver_terminated_watchers_total): "+
+					"a watcher whose buffer stays full past the dispatch budget is cut, where deployd queues %d frames a client", n, rate, int64(cut), 1024)
+			}
 			sample := w.deployd.sample
 			if sample == nil {
 				tb.Fatalf("no deployd stream received a stamped frame at %d watchers, %d/s", n, rate)
@@ -300,6 +306,32 @@ func mustGet(tb testing.TB, t listTarget) []byte {
 	tb.Helper()
 	body, _ := t.get(tb)
 	return body
+}
+
+// terminatedWatchers is the API server's count of watches of Apps it
+// closed because the watcher did not keep up (its own metric).
+func terminatedWatchers(tb testing.TB, hc *http.Client, base, token string) float64 {
+	tb.Helper()
+	req, _ := http.NewRequestWithContext(tb.Context(), http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		tb.Fatalf("the API server's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var n float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_terminated_watchers_total{") || !strings.Contains(line, `resource="apps"`) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			n += v
+		}
+	}
+	return n
 }
 
 // listRV is a list's metadata.resourceVersion: where a watch or stream
