@@ -76,7 +76,7 @@ func TestServePprof(t *testing.T) {
 }
 
 // freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
