@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 func TestSetMemoryLimit(t *testing.T) {
@@ -38,5 +40,41 @@ func TestSetMemoryLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "512MiB")
 	if got := setMemoryLimit(log, write("1073741824")); got != 0 {
 		t.Fatalf("GOMEMLIMIT set: overridden with %d", got)
+	}
+}
+
+// TestSettleMemory: once ready, the collector's target is lowered to
+// gcPercentServing, unless GOGC set one.
+func TestSettleMemory(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	log := slog.New(slog.DiscardHandler)
+
+	t.Setenv("GOGC", "")
+	if got := settleMemory(log); got != gcPercentServing || debug.SetGCPercent(100) != gcPercentServing {
+		t.Fatalf("GOGC unset: got %d, want the runtime's target %d", got, gcPercentServing)
+	}
+	t.Setenv("GOGC", "150")
+	debug.SetGCPercent(150) // as the runtime read it at start
+	if got := settleMemory(log); got != 150 || debug.SetGCPercent(100) != 150 {
+		t.Fatalf("GOGC=150: got %d, want it left at 150", got)
+	}
+}
+
+// TestAfterReady: f runs once, when ready first says so; never when the
+// context ends first.
+func TestAfterReady(t *testing.T) {
+	asked, calls := 0, 0
+	ready := func() bool { asked++; return asked >= 3 }
+	afterReady(t.Context(), ready, time.Millisecond, func() { calls++ })
+	if asked != 3 || calls != 1 {
+		t.Fatalf("ready asked %d times, f called %d times; want 3 and 1", asked, calls)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	afterReady(ctx, func() bool { return false }, time.Millisecond, func() { calls++ })
+	if calls != 1 {
+		t.Fatalf("f called after the context ended")
 	}
 }

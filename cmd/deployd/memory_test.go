@@ -63,10 +63,13 @@ func BenchmarkMemory(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = m.Shutdown() })
-	type binary struct{ name, path string }
-	bins := []binary{{"this", buildDeployd(b)}}
+	type binary struct {
+		name, path string
+		settles    bool
+	}
+	bins := []binary{{"this", buildDeployd(b), true}}
 	if base := os.Getenv("DEPLOYD_MEMORY_BASELINE"); base != "" {
-		bins = append([]binary{{"baseline", base}}, bins...)
+		bins = append([]binary{{"baseline", base, false}}, bins...)
 	}
 	extra := strings.Fields(os.Getenv("DEPLOYD_MEMORY_ENV"))
 	b.ResetTimer()
@@ -74,7 +77,7 @@ func BenchmarkMemory(b *testing.B) {
 	for i := range b.N {
 		for _, bin := range bins {
 			profile := filepath.Join(dir, fmt.Sprintf("%s-%d.heap.pb.gz", bin.name, i+1))
-			r := measureMemory(b, bin.path, kubeconfig, m, clients, profile, extra)
+			r := measureMemory(b, bin.path, kubeconfig, bin.settles, m, clients, profile, extra)
 			b.Logf("%s run %d: %s", bin.name, i+1, r)
 			if bin.name == "this" {
 				last = r
@@ -105,26 +108,40 @@ func (r memoryRun) String() string {
 }
 
 // measureMemory starts bin against kubeconfig, measures it ready and with
-// clients streams, and saves its heap profile to profile.
-func measureMemory(b *testing.B, bin, kubeconfig string, m *mockoidc.MockOIDC, clients int, profile string, extra []string) memoryRun {
+// clients streams, and saves its heap profile to profile. With settles,
+// ready also waits for the binary to log that it settled its memory after
+// the initial fold (a binary built before that did not).
+func measureMemory(b *testing.B, bin, kubeconfig string, settles bool, m *mockoidc.MockOIDC, clients int, profile string, extra []string) memoryRun {
 	b.Helper()
 	addr, maddr := freeAddr(b), freeAddr(b)
 	base, mbase := "http://"+addr, "http://"+maddr
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--metrics-listen", maddr, "--kubeconfig", kubeconfig)
-	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "DEPLOY_PPROF=true", "DEPLOY_PUBLIC_URL="+base,
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=info", "DEPLOY_PPROF=true", "DEPLOY_PUBLIC_URL="+base,
 		"IAM_ENDPOINT="+m.Issuer(), "DEPLOY_IAM_CLIENT_ID="+m.ClientID, "DEPLOY_IAM_CLIENT_SECRET="+m.ClientSecret)
 	cmd.Env = append(cmd.Env, extra...)
-	cmd.Stderr = os.Stderr
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	defer func() { cancel(); _ = cmd.Wait() }()
+	settled := make(chan struct{})
+	go watchLog(stderr, settled)
 	var r memoryRun
 	waitHealthy(b, base, 30*time.Minute)
 	r.ready = time.Since(start)
+	if settles {
+		select {
+		case <-settled:
+		case <-time.After(time.Minute):
+			b.Fatal("ready, but no \"memory settled\" in the log within a minute")
+		}
+	}
 	r.rssReady, _ = procMemory(b, cmd.Process.Pid)
 
 	token, err := authtest.IDToken(m, acmeMember, time.Now(), 2*time.Hour)
@@ -148,6 +165,25 @@ func measureMemory(b *testing.B, bin, kubeconfig string, m *mockoidc.MockOIDC, c
 	r.heapInuse, r.stacks = st["go_memstats_heap_inuse_bytes"], st["go_memstats_stack_inuse_bytes"]
 	r.idle, r.release = st["go_memstats_heap_idle_bytes"], st["go_memstats_heap_released_bytes"]
 	return r
+}
+
+// watchLog reads the process's JSON log: it closes settled at the "memory
+// settled" line, and copies warnings and errors to the test's stderr.
+func watchLog(r io.Reader, settled chan<- struct{}) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	once := false
+	for sc.Scan() {
+		line := sc.Text()
+		if !once && strings.Contains(line, `"msg":"memory settled"`) {
+			once = true
+			close(settled)
+		}
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			fmt.Fprintln(os.Stderr, line)
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
 }
 
 // listLength is the number of Apps the token's list holds: each stream's

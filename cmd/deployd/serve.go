@@ -137,6 +137,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, EngineWebhookSecret: engEnv.WebhookSecret,
 	})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The start's garbage goes back to the OS once the initial fold is
+	// done, and the heap is held nearer what is live from then on.
+	go afterReady(ctx, func() bool { return w.Status().Ready() }, time.Second, func() { settleMemory(log) })
 	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}
 	if mln != nil {
 		attrs = append(attrs, "metrics", mln.Addr().String(), "pprof", withPprof)
