@@ -37,7 +37,8 @@ import (
 // directory in the system's temp dir; the path is logged), and logs
 // inuse_space by owner and `go tool pprof -top -inuse_space`.
 //
-// DEPLOYD_MEMORY_BASELINE names another deployd binary (say, main's) to
+// DEPLOYD_MEMORY_BINARY names the binary to measure (default: built from
+// this tree); DEPLOYD_MEMORY_BASELINE names another deployd binary (say, main's) to
 // measure first on the same fleet in the same run, for a before/after;
 // DEPLOYD_MEMORY_ENV adds space-separated KEY=VALUE settings to every run
 // (GOGC=…, GOMEMLIMIT=…).
@@ -67,7 +68,11 @@ func BenchmarkMemory(b *testing.B) {
 		name, path string
 		settles    bool
 	}
-	bins := []binary{{"this", buildDeployd(b), true}}
+	this := os.Getenv("DEPLOYD_MEMORY_BINARY")
+	if this == "" {
+		this = buildDeployd(b)
+	}
+	bins := []binary{{"this", this, true}}
 	if base := os.Getenv("DEPLOYD_MEMORY_BASELINE"); base != "" {
 		bins = append([]binary{{"baseline", base, false}}, bins...)
 	}
