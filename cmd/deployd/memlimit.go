@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // cgroupMemoryMax is where a cgroup v2 container reads its memory limit.
@@ -67,21 +65,6 @@ func settleMemory(log *slog.Logger) int {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	log.Info("memory settled", "heap_inuse_bytes", ms.HeapInuse, "heap_released_bytes", ms.HeapReleased, "gc_percent", percent)
+	log.Info("memory settled", "gcPercent", percent, "heapInuseBytes", ms.HeapInuse, "stackInuseBytes", ms.StackInuse, "heapReleasedBytes", ms.HeapReleased)
 	return percent
-}
-
-// afterReady calls f once, as soon as ready reports true (asked every
-// interval), and returns; it returns without calling f when ctx ends first.
-func afterReady(ctx context.Context, ready func() bool, every time.Duration, f func()) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for !ready() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-	f()
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"testing"
-	"time"
 )
 
 func TestSetMemoryLimit(t *testing.T) {
@@ -58,23 +56,5 @@ func TestSettleMemory(t *testing.T) {
 	debug.SetGCPercent(150) // as the runtime read it at start
 	if got := settleMemory(log); got != 150 || debug.SetGCPercent(100) != 150 {
 		t.Fatalf("GOGC=150: got %d, want it left at 150", got)
-	}
-}
-
-// TestAfterReady: f runs once, when ready first says so; never when the
-// context ends first.
-func TestAfterReady(t *testing.T) {
-	asked, calls := 0, 0
-	ready := func() bool { asked++; return asked >= 3 }
-	afterReady(t.Context(), ready, time.Millisecond, func() { calls++ })
-	if asked != 3 || calls != 1 {
-		t.Fatalf("ready asked %d times, f called %d times; want 3 and 1", asked, calls)
-	}
-
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	afterReady(ctx, func() bool { return false }, time.Millisecond, func() { calls++ })
-	if calls != 1 {
-		t.Fatalf("f called after the context ended")
 	}
 }

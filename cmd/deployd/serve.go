@@ -98,7 +98,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("cluster configuration", "from", where, "host", restCfg.Host)
 	}
 	feed := cluster.NewFeed()
-	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log})
+	// Once the initial fold is done, the start's garbage goes back to the
+	// OS and the heap is held nearer what is live.
+	settle := func() { settleMemory(log) }
+	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log, OnReady: settle})
 	if err != nil {
 		return err
 	}
@@ -137,11 +140,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, EngineWebhookSecret: engEnv.WebhookSecret,
 	})
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// The start's garbage goes back to the OS once the initial fold is
-	// done, and the heap is held nearer what is live from then on.
-	go afterReady(ctx, func() bool { return w.Status().Ready() }, time.Second, func() { settleMemory(log) })
 	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}
 	if mln != nil {
 		attrs = append(attrs, "metrics", mln.Addr().String(), "pprof", withPprof)
