@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,17 +100,27 @@ func BenchmarkMemory(b *testing.B) {
 
 // memoryRun is one run's figures, in bytes.
 type memoryRun struct {
-	clients, burst                   int
-	ready                            time.Duration
-	rssReady, rssClients, peak       int64
-	heapInuse, stacks, idle, release int64 // the runtime's account, after the profile's collection
+	clients, burst             int
+	ready                      time.Duration
+	rssReady, rssClients, peak int64
+	// streamCPU is the server's CPU time while the clients connected and
+	// received their bursts.
+	streamCPU time.Duration
+	// The runtime's account, after the profile's collection when there is
+	// a profile (collected), else as the scrape found it.
+	heapInuse, stacks, idle, release int64
+	collected                        bool
 }
 
 func (r memoryRun) String() string {
-	return fmt.Sprintf("ready in %s, rss %d MiB; with %d clients (bursts of %d) rss %d MiB; peak %d MiB; "+
-		"after a collection: heap in use %d MiB, stacks %d MiB, heap idle not returned %d MiB",
-		r.ready.Round(100*time.Millisecond), r.rssReady>>20, r.clients, r.burst, r.rssClients>>20, r.peak>>20,
-		r.heapInuse>>20, r.stacks>>20, (r.idle-r.release)>>20)
+	when := "after a collection"
+	if !r.collected {
+		when = "at the scrape (no collection forced)"
+	}
+	return fmt.Sprintf("ready in %s, rss %d MiB; with %d clients (bursts of %d) rss %d MiB, %.1f CPU s to serve them; peak %d MiB; "+
+		"%s: heap in use %d MiB, stacks %d MiB, heap idle not returned %d MiB",
+		r.ready.Round(100*time.Millisecond), r.rssReady>>20, r.clients, r.burst, r.rssClients>>20, r.streamCPU.Seconds(), r.peak>>20,
+		when, r.heapInuse>>20, r.stacks>>20, (r.idle-r.release)>>20)
 }
 
 // measureMemory starts bin against kubeconfig, measures it ready and with
@@ -155,8 +166,10 @@ func measureMemory(b *testing.B, bin, kubeconfig string, settles bool, m *mockoi
 	}
 	r.clients = clients
 	r.burst = listLength(b, base, token)
+	cpu0 := procCPU(b, cmd.Process.Pid)
 	stop := openStreams(b, base, token, clients, r.burst)
 	defer stop()
+	r.streamCPU = procCPU(b, cmd.Process.Pid) - cpu0
 	r.rssClients, r.peak = procMemory(b, cmd.Process.Pid)
 
 	// ?gc=1: the profile is taken after a collection, so it is the live heap.
@@ -165,6 +178,7 @@ func measureMemory(b *testing.B, bin, kubeconfig string, settles bool, m *mockoi
 	} else {
 		b.Logf("heap profile: %s", profile)
 		logProfile(b, bin, profile)
+		r.collected = true
 	}
 	st := goMemstats(b, mbase+"/metrics")
 	r.heapInuse, r.stacks = st["go_memstats_heap_inuse_bytes"], st["go_memstats_stack_inuse_bytes"]
@@ -262,6 +276,22 @@ func openStreams(b *testing.B, base, token string, n, burst int) (stop func()) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return stop
+}
+
+// procCPU is a process's CPU time (user and system) from /proc.
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis; utime and
+	// stime are the 14th and 15th of the line, in clock ticks (100 a
+	// second on Linux).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // fetchTo saves the body of a GET of url to path.
