@@ -108,8 +108,11 @@ type memoryRun struct {
 	streamCPU time.Duration
 	// The runtime's account, after the profile's collection when there is
 	// a profile (collected), else as the scrape found it.
-	heapInuse, stacks, idle, release int64
-	collected                        bool
+	heapInuse, stacks, idle, release, sys int64
+	collected                             bool
+	// rssFile is the resident set's file-backed part at the end: the
+	// binary's own pages, not the fleet's.
+	rssFile int64
 }
 
 func (r memoryRun) String() string {
@@ -118,9 +121,9 @@ func (r memoryRun) String() string {
 		when = "at the scrape (no collection forced)"
 	}
 	return fmt.Sprintf("ready in %s, rss %d MiB; with %d clients (bursts of %d) rss %d MiB, %.1f CPU s to serve them; peak %d MiB; "+
-		"%s: heap in use %d MiB, stacks %d MiB, heap idle not returned %d MiB",
+		"%s: heap in use %d MiB, stacks %d MiB, heap idle not returned %d MiB, all the runtime holds %d MiB; file-backed rss %d MiB",
 		r.ready.Round(100*time.Millisecond), r.rssReady>>20, r.clients, r.burst, r.rssClients>>20, r.streamCPU.Seconds(), r.peak>>20,
-		when, r.heapInuse>>20, r.stacks>>20, (r.idle-r.release)>>20)
+		when, r.heapInuse>>20, r.stacks>>20, (r.idle-r.release)>>20, (r.sys-r.release)>>20, r.rssFile>>20)
 }
 
 // measureMemory starts bin against kubeconfig, measures it ready and with
@@ -183,6 +186,8 @@ func measureMemory(b *testing.B, bin, kubeconfig string, settles bool, m *mockoi
 	st := goMemstats(b, mbase+"/metrics")
 	r.heapInuse, r.stacks = st["go_memstats_heap_inuse_bytes"], st["go_memstats_stack_inuse_bytes"]
 	r.idle, r.release = st["go_memstats_heap_idle_bytes"], st["go_memstats_heap_released_bytes"]
+	r.sys = st["go_memstats_sys_bytes"]
+	r.rssFile = procRssFile(b, cmd.Process.Pid)
 	return r
 }
 
@@ -276,6 +281,22 @@ func openStreams(b *testing.B, base, token string, n, burst int) (stop func()) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return stop
+}
+
+// procRssFile is the file-backed part of a process's resident set.
+func procRssFile(b *testing.B, pid int) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssFile:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // procCPU is a process's CPU time (user and system) from /proc.
