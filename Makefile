@@ -22,7 +22,7 @@ TOOLS ?= $(shell hack/build-tools.sh --dir)
 FUZZTIME ?= 5s
 export DEPLOYD_TOOLS := $(TOOLS)
 
-.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine bench-compare coldstart sse-clients chaos
+.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine bench-compare coldstart sse-clients chaos bench-memory
 
 all: build
 
@@ -86,6 +86,13 @@ bench: bench-fold
 
 coldstart: tools
 	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench ColdStart -benchtime 1x -timeout 2h ./cmd/deployd/
+
+# A ready deployd's memory at the 10,000-App fleet, alone and with 2,000
+# streams: resident set, the runtime's account and the heap by owner (the
+# heap profiles are saved; the log says where). BASELINE=<deployd binary>
+# measures that binary first, on the same fleet.
+bench-memory: tools
+	DEPLOYD_REQUIRE_TOOLS=1 DEPLOYD_MEMORY_BASELINE=$(BASELINE) $(GO) test -v -run '^$$' -bench '^BenchmarkMemory$$' -benchtime 1x -timeout 2h ./cmd/deployd/
 
 # 10,000 concurrent streams on one deployd process: memory per client and
 # the latency of one change to all of them.

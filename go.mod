@@ -12,6 +12,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/go-github/v88 v88.0.0
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/klauspost/compress v1.20.4
 	github.com/labstack/echo/v4 v4.16.4

@@ -71,7 +71,7 @@ func listWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) 
 func decodeBuiltin(k projection.Kind, obj metav1.Object) (o *projection.Object, ok bool) {
 	o = &projection.Object{
 		Kind:            k,
-		Namespace:       obj.GetNamespace(),
+		Namespace:       projection.Intern(obj.GetNamespace()),
 		Name:            obj.GetName(),
 		UID:             string(obj.GetUID()),
 		ResourceVersion: obj.GetResourceVersion(),
@@ -164,10 +164,10 @@ func workload(replicas *int32, sel *metav1.LabelSelector, tmpl *corev1.PodTempla
 
 func pod(p *corev1.Pod) *projection.PodSpec {
 	out := &projection.PodSpec{
-		RestartPolicy: string(p.Spec.RestartPolicy),
-		NodeName:      p.Spec.NodeName,
+		RestartPolicy: projection.Intern(string(p.Spec.RestartPolicy)),
+		NodeName:      projection.Intern(p.Spec.NodeName),
 		Containers:    containers(p.Spec.Containers),
-		Phase:         string(p.Status.Phase),
+		Phase:         projection.Intern(string(p.Status.Phase)),
 		Message:       p.Status.Message,
 		InitStatuses:  containerStatuses(p.Status.InitContainerStatuses),
 		Statuses:      containerStatuses(p.Status.ContainerStatuses),
@@ -194,7 +194,7 @@ func containers(list []corev1.Container) []projection.Container {
 	}
 	out := make([]projection.Container, len(list))
 	for i, c := range list {
-		out[i] = projection.Container{Name: c.Name, Image: c.Image}
+		out[i] = projection.Container{Name: projection.Intern(c.Name), Image: projection.Intern(c.Image)}
 	}
 	return out
 }
@@ -205,9 +205,9 @@ func containerStatuses(list []corev1.ContainerStatus) []projection.ContainerStat
 	}
 	out := make([]projection.ContainerStatus, len(list))
 	for i, c := range list {
-		cs := projection.ContainerStatus{Name: c.Name, Image: c.Image, Ready: c.Ready, RestartCount: c.RestartCount}
+		cs := projection.ContainerStatus{Name: projection.Intern(c.Name), Image: projection.Intern(c.Image), Ready: c.Ready, RestartCount: c.RestartCount}
 		if w := c.State.Waiting; w != nil {
-			cs.Waiting, cs.WaitingReason, cs.WaitingMessage = true, w.Reason, w.Message
+			cs.Waiting, cs.WaitingReason, cs.WaitingMessage = true, projection.Intern(w.Reason), w.Message
 		}
 		cs.Running = c.State.Running != nil
 		cs.Terminated = terminated(c.State.Terminated)
@@ -251,7 +251,7 @@ func owners(refs []metav1.OwnerReference) []projection.OwnerRef {
 	}
 	out := make([]projection.OwnerRef, len(refs))
 	for i, r := range refs {
-		out[i] = projection.OwnerRef{Kind: r.Kind, Name: r.Name, UID: string(r.UID), Controller: r.Controller != nil && *r.Controller}
+		out[i] = projection.OwnerRef{Kind: projection.Intern(r.Kind), Name: projection.Intern(r.Name), UID: projection.Intern(string(r.UID)), Controller: r.Controller != nil && *r.Controller}
 	}
 	return out
 }
@@ -262,7 +262,9 @@ func conditions[C any](list []C, conv func(C) projection.Condition) []projection
 	}
 	out := make([]projection.Condition, len(list))
 	for i, c := range list {
-		out[i] = conv(c)
+		cond := conv(c)
+		cond.Type, cond.Status, cond.Reason = projection.Intern(cond.Type), projection.Intern(cond.Status), projection.Intern(cond.Reason)
+		out[i] = cond
 	}
 	return out
 }

@@ -20,7 +20,8 @@ import (
 
 // TestReadyWaitsForTheFold: every informer having listed is not enough to
 // be ready — the writer must have folded what the lists returned, or a
-// ready deployd would serve a fleet half loaded.
+// ready deployd would serve a fleet half loaded. OnReady is called once,
+// when it is.
 func TestReadyWaitsForTheFold(t *testing.T) {
 	fc := sim.NewFakeCluster(nil)
 	apps := fleet.Generate(7, 40)
@@ -31,6 +32,8 @@ func TestReadyWaitsForTheFold(t *testing.T) {
 	opts := demotest.Options()
 	logs := &authtest.LogBuffer{}
 	opts.Log, opts.Progress = slog.New(slog.NewTextHandler(logs, nil)), 10*time.Millisecond
+	var readyCalls atomic.Int32
+	opts.OnReady = func() { readyCalls.Add(1) }
 	w := cluster.NewWatcherForClients(fc.Dynamic(), fc.Discovery(), nil, feed, opts)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
@@ -51,8 +54,8 @@ func TestReadyWaitsForTheFold(t *testing.T) {
 		return true, ""
 	})
 	st := w.Status()
-	if st.Ready() || !strings.Contains(st.Reason, "folding") || feed.Pushed() == 0 {
-		t.Fatalf("lists in, nothing folded: ready %v, reason %q, pushed %d", st.Ready(), st.Reason, feed.Pushed())
+	if st.Ready() || !strings.Contains(st.Reason, "folding") || feed.Pushed() == 0 || readyCalls.Load() != 0 {
+		t.Fatalf("lists in, nothing folded: ready %v, reason %q, pushed %d, OnReady called %d times", st.Ready(), st.Reason, feed.Pushed(), readyCalls.Load())
 	}
 	// The progress says so, in counts.
 	if want := fmt.Sprintf("syncing: %d of %d kinds listed, 0 objects folded", st.KindsServed, st.KindsServed); st.KindsServed == 0 || st.Progress != want {
@@ -74,6 +77,9 @@ func TestReadyWaitsForTheFold(t *testing.T) {
 	}
 	demotest.WaitFor(t, 10*time.Second, "the ready line", func() (bool, string) {
 		return strings.Contains(logs.String(), "msg=ready apps=40 objects="), logs.String()
+	})
+	demotest.WaitFor(t, 10*time.Second, "OnReady", func() (bool, string) {
+		return readyCalls.Load() == 1, fmt.Sprintf("called %d times", readyCalls.Load())
 	})
 	demotest.WaitFor(t, 10*time.Second, "every batch reported", func() (bool, string) {
 		return batched.Load() == feed.Applied(), fmt.Sprintf("%d of %d", batched.Load(), feed.Applied())

@@ -33,6 +33,10 @@ type Options struct {
 	// it is ready. Default 5s.
 	Progress time.Duration
 	Log      *slog.Logger
+	// OnReady, when set, is called once, right after the ready line: the
+	// first time every informer has listed and the projection holds what
+	// the lists returned. It runs on the watcher's progress goroutine.
+	OnReady func()
 }
 
 // Watcher runs one informer per registry kind the API server serves,

@@ -122,8 +122,8 @@ func progressText(listed, served int, folded uint64) string {
 
 // reportProgress logs the initial sync's progress every interval while
 // the initial lists run, until the watcher is ready, then one line saying so with the fleet's size, the time
-// it took and the process's resident memory. It returns when ctx ends or
-// after the ready line.
+// it took and the process's resident memory, and calls Options.OnReady. It
+// returns when ctx ends or after the ready line.
 func (w *Watcher) reportProgress(ctx context.Context, start time.Time, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -145,6 +145,9 @@ func (w *Watcher) reportProgress(ctx context.Context, start time.Time, every tim
 				w.mu.Unlock()
 				w.opts.Log.Info("ready", "apps", apps, "objects", w.feed.Applied(),
 					"seconds", roundSeconds(time.Since(start)), "rssBytes", residentBytes())
+				if w.opts.OnReady != nil {
+					w.opts.OnReady()
+				}
 				return
 			}
 		case <-tick.C:

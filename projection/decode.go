@@ -49,7 +49,7 @@ func DecodeKind(k Kind, obj map[string]any) (*Object, error) {
 	md := m(obj, "metadata")
 	o := &Object{
 		Kind:            k,
-		Namespace:       s(md, "namespace"),
+		Namespace:       Intern(s(md, "namespace")),
 		Name:            s(md, "name"),
 		UID:             s(md, "uid"),
 		ResourceVersion: s(md, "resourceVersion"),
@@ -103,7 +103,7 @@ func decodeOwners(md map[string]any) []OwnerRef {
 		if r == nil {
 			continue
 		}
-		out = append(out, OwnerRef{Kind: s(r, "kind"), Name: s(r, "name"), UID: s(r, "uid"), Controller: b(r, "controller")})
+		out = append(out, OwnerRef{Kind: Intern(s(r, "kind")), Name: Intern(s(r, "name")), UID: Intern(s(r, "uid")), Controller: b(r, "controller")})
 	}
 	return out
 }
@@ -226,17 +226,17 @@ func decodeContainers(podSpec map[string]any, field string) []Container {
 		if c == nil {
 			continue
 		}
-		out = append(out, Container{Name: s(c, "name"), Image: s(c, "image")})
+		out = append(out, Container{Name: Intern(s(c, "name")), Image: Intern(s(c, "image"))})
 	}
 	return out
 }
 
 func decodePod(spec, status map[string]any) *PodSpec {
 	p := &PodSpec{
-		RestartPolicy: s(spec, "restartPolicy"),
-		NodeName:      s(spec, "nodeName"),
+		RestartPolicy: Intern(s(spec, "restartPolicy")),
+		NodeName:      Intern(s(spec, "nodeName")),
 		Containers:    decodeContainers(spec, "containers"),
-		Phase:         s(status, "phase"),
+		Phase:         Intern(s(status, "phase")),
 		Message:       s(status, "message"),
 		StartTime:     ts(status, "startTime"),
 		InitStatuses:  decodeContainerStatuses(status, "initContainerStatuses"),
@@ -264,14 +264,14 @@ func decodeContainerStatuses(status map[string]any, field string) []ContainerSta
 			continue
 		}
 		cs := ContainerStatus{
-			Name:         s(c, "name"),
-			Image:        s(c, "image"),
+			Name:         Intern(s(c, "name")),
+			Image:        Intern(s(c, "image")),
 			Ready:        b(c, "ready"),
 			RestartCount: clamp32(i64(c, "restartCount")),
 		}
 		state := m(c, "state")
 		if w := m(state, "waiting"); w != nil {
-			cs.Waiting, cs.WaitingReason, cs.WaitingMessage = true, s(w, "reason"), s(w, "message")
+			cs.Waiting, cs.WaitingReason, cs.WaitingMessage = true, Intern(s(w, "reason")), s(w, "message")
 		}
 		cs.Running = m(state, "running") != nil
 		cs.Terminated = decodeTerminated(m(state, "terminated"))
@@ -348,7 +348,7 @@ func decodeConditions(status map[string]any) []Condition {
 		if c == nil {
 			continue
 		}
-		out = append(out, Condition{Type: s(c, "type"), Status: s(c, "status"), Reason: s(c, "reason"), Message: s(c, "message")})
+		out = append(out, Condition{Type: Intern(s(c, "type")), Status: Intern(s(c, "status")), Reason: Intern(s(c, "reason")), Message: s(c, "message")})
 	}
 	return out
 }
@@ -447,7 +447,7 @@ func stringMapLabels(raw map[string]any) Labels {
 	out := make(Labels, 0, len(raw))
 	for k, v := range raw {
 		if sv, ok := v.(string); ok {
-			out = append(out, Label{k, sv})
+			out = append(out, Label{Intern(k), Intern(sv)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })

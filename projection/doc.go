@@ -16,6 +16,9 @@
 //     ReplicaSet, a child before its App, converge to the same tree.
 //   - Closed registry. Apply rejects any kind outside the registry (Secrets
 //     above all) and any object in a namespace outside the namespace map.
+//   - Strings that repeat across objects (namespaces, labels, owner
+//     references, images, node names, phases, condition types) are
+//     interned when an object is decoded (Intern): summaries share one copy.
 //   - Encoded forms are computed once per App version, by whichever reader
 //     needs them first, and shared by all readers after that.
 package projection

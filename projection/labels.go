@@ -19,7 +19,7 @@ func MakeLabels(m map[string]string) Labels {
 	}
 	out := make(Labels, 0, len(m))
 	for k, v := range m {
-		out = append(out, Label{k, v})
+		out = append(out, Label{Intern(k), Intern(v)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out

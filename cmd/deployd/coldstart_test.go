@@ -51,8 +51,16 @@ func BenchmarkColdStart(b *testing.B) {
 		measureColdStart(b, kc, objects)
 		return
 	}
-	apps := envInt(b, "DEPLOYD_COLDSTART_APPS", 10_000)
-	replicas := envInt(b, "DEPLOYD_COLDSTART_REPLICAS", 10)
+	kubeconfig, objects := loadFleet(b, envInt(b, "DEPLOYD_COLDSTART_APPS", 10_000), envInt(b, "DEPLOYD_COLDSTART_REPLICAS", 10))
+	measureColdStart(b, kubeconfig, objects)
+}
+
+// loadFleet starts a real API server and loads the generated fleet into
+// it: apps Apps, each App with replicas pods (no autoscaler). It returns
+// the cluster's kubeconfig and the number of objects loaded. The loading
+// is not timed.
+func loadFleet(b *testing.B, apps, replicas int) (kubeconfig string, objects int) {
+	b.Helper()
 	c := clustertest.Start(b)
 	var gen []fleet.App
 	for _, a := range fleet.Generate(1, apps) {
@@ -72,7 +80,7 @@ func BenchmarkColdStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("loaded %d objects (%d Apps) into the API server in %s", len(objs), apps, time.Since(start).Round(time.Second))
-	measureColdStart(b, c.Kubeconfig, len(objs))
+	return c.Kubeconfig, len(objs)
 }
 
 // measureColdStart builds deployd and starts it b.N times against the

@@ -40,3 +40,21 @@ func TestSetMemoryLimit(t *testing.T) {
 		t.Fatalf("GOMEMLIMIT set: overridden with %d", got)
 	}
 }
+
+// TestSettleMemory: once ready, the collector's target is lowered to
+// gcPercentServing, unless GOGC set one.
+func TestSettleMemory(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	log := slog.New(slog.DiscardHandler)
+
+	t.Setenv("GOGC", "")
+	if got := settleMemory(log); got != gcPercentServing || debug.SetGCPercent(100) != gcPercentServing {
+		t.Fatalf("GOGC unset: got %d, want the runtime's target %d", got, gcPercentServing)
+	}
+	t.Setenv("GOGC", "150")
+	debug.SetGCPercent(150) // as the runtime read it at start
+	if got := settleMemory(log); got != 150 || debug.SetGCPercent(100) != 150 {
+		t.Fatalf("GOGC=150: got %d, want it left at 150", got)
+	}
+}

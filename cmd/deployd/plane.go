@@ -39,6 +39,9 @@ type planeConfig struct {
 	EngineWebhookSecret []byte
 	// Metrics is the listener /metrics is served on; nil serves none.
 	Metrics net.Listener
+	// Pprof serves net/http/pprof's profiles under /debug/pprof/ on the
+	// metrics listener (never the public one); off unless asked for.
+	Pprof bool
 }
 
 // plane is the running read plane: watcher → feed → store → HTTP.
@@ -150,7 +153,7 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	var msrv *http.Server
 	if p.cfg.Metrics != nil {
 		msrv = &http.Server{
-			Handler:           p.metrics.Handler(),
+			Handler:           metricsHandler(p.metrics, p.cfg.Pprof),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn),
 		}

@@ -37,6 +37,7 @@ import (
 //	                DEPLOY_GITHUB_TOKEN_FILE file holding the GitHub token (anonymous without)
 //	                DEPLOY_RELEASE_REFRESH   period of each repository's refresh (10m)
 //	                DEPLOY_ENGINE_*          the git → cluster engine (off; see engineFromEnv)
+//	                DEPLOY_PPROF             true: /debug/pprof/ on the metrics listener (false)
 //	                LOG_LEVEL                debug, info, warn, error (info)
 //	                OTEL_EXPORTER_OTLP_ENDPOINT  export a span per request
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -58,6 +59,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	setMemoryLimit(log, cgroupMemoryMax)
+	withPprof, err := envBool(os.Getenv, "DEPLOY_PPROF", false)
+	if err != nil {
+		return err
+	}
 	pcfg, err := projectionConfig(*namespaces)
 	if err != nil {
 		return err
@@ -93,7 +98,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("cluster configuration", "from", where, "host", restCfg.Host)
 	}
 	feed := cluster.NewFeed()
-	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log})
+	// Once the initial fold is done, the start's garbage goes back to the
+	// OS and the heap is held nearer what is live.
+	settle := func() { settleMemory(log) }
+	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log, OnReady: settle})
 	if err != nil {
 		return err
 	}
@@ -122,15 +130,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if withPprof && mln == nil {
+		ln.Close()
+		return fmt.Errorf("DEPLOY_PPROF=true serves the profiles on the metrics listener: set DEPLOYD_METRICS_LISTEN to an address")
+	}
 	p := newPlane(ctx, planeConfig{
 		Log: log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
 		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
-		Releases:    relCfg, Metrics: mln,
+		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, EngineWebhookSecret: engEnv.WebhookSecret,
 	})
 	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}
 	if mln != nil {
-		attrs = append(attrs, "metrics", mln.Addr().String())
+		attrs = append(attrs, "metrics", mln.Addr().String(), "pprof", withPprof)
 	}
 	log.Info("serving", attrs...)
 	return p.run(ctx, ln)
