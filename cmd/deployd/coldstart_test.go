@@ -16,7 +16,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -55,32 +54,15 @@ func BenchmarkColdStart(b *testing.B) {
 	measureColdStart(b, kubeconfig, objects)
 }
 
-// loadFleet starts a real API server and loads the generated fleet into
-// it: apps Apps, each App with replicas pods (no autoscaler). It returns
-// the cluster's kubeconfig and the number of objects loaded. The loading
+// loadFleet starts a real API server holding the generated fleet: apps
+// Apps, each App with replicas pods (no autoscaler), loaded once and kept
+// as a snapshot of etcd's data (clustertest.FleetSnapshot). It returns the
+// cluster's kubeconfig and the number of objects in the fleet. The loading
 // is not timed.
 func loadFleet(b *testing.B, apps, replicas int) (kubeconfig string, objects int) {
 	b.Helper()
-	c := clustertest.Start(b)
-	var gen []fleet.App
-	for _, a := range fleet.Generate(1, apps) {
-		if a.Kind == fleet.KindApp && a.Replicas > 0 {
-			a.Replicas = int32(replicas)
-			a.Autoscale = nil
-		}
-		gen = append(gen, a)
-	}
-	objs := fleet.RenderAll(gen)
-	dyn, err := dynamic.NewForConfig(fleet.FastConfig(c.Config))
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := time.Now()
-	if err := fleet.NewLoader(dyn).Load(b.Context(), objs); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("loaded %d objects (%d Apps) into the API server in %s", len(objs), apps, time.Since(start).Round(time.Second))
-	return c.Kubeconfig, len(objs)
+	c := clustertest.Start(b, clustertest.FleetSnapshot(apps, replicas))
+	return c.Kubeconfig, len(fleet.RenderAll(clustertest.FleetApps(apps, replicas)))
 }
 
 // measureColdStart builds deployd and starts it b.N times against the
