@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -58,6 +61,10 @@ import (
 //     Both windows include the API server's work on the changes themselves
 //     (the PATCHes and deployd's one watch), so the difference is what the
 //     watchers cost it.
+//
+// With DEPLOYD_COMPARE_PROFILES set to a directory, deployd serves its
+// profiles (DEPLOY_PPROF) and a CPU profile of it is saved there for each
+// of its list measurements: what bounds a ratio, read with go tool pprof.
 //
 // The lists are driven by vegeta (github.com/tsenart/vegeta/v12) as a
 // library: a maintained load generator whose closed loop, latency
@@ -155,7 +162,12 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 	raiseOpenFiles(tb) // before anything starts: the servers inherit it
 	c := fleetCluster(tb, cfg.apps, cfg.replicas)
 	id := startIdentity(tb)
-	d := startDeployd(tb, buildDeployd(tb), c.Kubeconfig, id)
+	profiles := os.Getenv("DEPLOYD_COMPARE_PROFILES")
+	var env []string
+	if profiles != "" {
+		env = append(env, withMetrics(tb), "DEPLOY_PPROF=true")
+	}
+	d := startDeployd(tb, buildDeployd(tb), c.Kubeconfig, id, env...)
 	apiPID := c.PIDs()["kube-apiserver"]
 	root, acme := id.token(tb, superAdmin, 12*time.Hour), id.token(tb, acmeMember, 12*time.Hour)
 	ca := x509.NewCertPool()
@@ -211,7 +223,14 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 				res *listResult
 			}{{k.deployd, &row.deployd}, {k.api, &row.api}, {lim, &row.limit}} {
 				body, _ := m.t.get(tb)
+				var profiled chan struct{}
+				if profiles != "" && m.t.server == "deployd" {
+					profiled = d.cpuProfile(tb, cfg.listTime-time.Second, filepath.Join(profiles, fmt.Sprintf("%s-c%d.pprof", strings.ReplaceAll(k.name, " ", "-"), n)))
+				}
 				*m.res = m.t.attack(tb, n, cfg.listTime)
+				if profiled != nil {
+					<-profiled
+				}
 				m.res.bytes = len(body)
 				tb.Logf("%s, %s: %s", k.name, m.t.server, m.res)
 			}
@@ -306,6 +325,38 @@ func mustGet(tb testing.TB, t listTarget) []byte {
 	tb.Helper()
 	body, _ := t.get(tb)
 	return body
+}
+
+// cpuProfile saves a CPU profile of deployd over the next d to path (its
+// pprof endpoint on the metrics listener), in the background; the channel
+// closes when it is written.
+func (d *deployd) cpuProfile(tb testing.TB, d0 time.Duration, path string) chan struct{} {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", d.metricsAddr(), max(1, int(d0.Seconds())))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := (&http.Client{Timeout: d0 + time.Minute}).Get(u)
+		if err != nil {
+			tb.Logf("cpu profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil || resp.StatusCode != http.StatusOK {
+			tb.Logf("cpu profile %s: %v (%d)", path, err, resp.StatusCode)
+			return
+		}
+		tb.Logf("cpu profile of deployd: %s", path)
+	}()
+	return done
 }
 
 // terminatedWatchers is the API server's count of watches of Apps it
