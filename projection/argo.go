@@ -6,6 +6,7 @@ import (
 	"io"
 	"iter"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -392,10 +393,18 @@ func AppendApplicationListHead(dst []byte, rev uint64) []byte {
 // ApplicationListTail closes an ApplicationList.
 const ApplicationListTail = "]}"
 
+// listWriters are WriteApplicationList's buffers: 64 KiB each, so a list
+// goes out in few writes, and reused, so a request allocates none (at a
+// thousand small lists a second, a fresh buffer each was most of what the
+// collector had to do).
+var listWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
 // WriteApplicationList writes what AppendApplicationList appends, row by row
 // to w, without assembling the list in memory.
 func WriteApplicationList(w io.Writer, rev uint64, rows iter.Seq[*App]) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := listWriters.Get().(*bufio.Writer)
+	bw.Reset(w)
+	defer func() { bw.Reset(nil); listWriters.Put(bw) }()
 	bw.Write(AppendApplicationListHead(bw.AvailableBuffer(), rev))
 	first := true
 	for a := range rows {
