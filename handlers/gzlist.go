@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
@@ -100,6 +101,10 @@ func compressRun(run rowRun, keep func(*projection.App) bool) *gzRun {
 	return r
 }
 
+// gzWriters buffer a gzip list's pieces (a namespace's run is a few KiB)
+// into 64 KiB writes: one write each would be a system call each.
+var gzWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
 // writeGzipList writes the ApplicationList at rev made of runs, each
 // filtered by keep, as one gzip member. Compressed runs are kept in the
 // response cache under view (the scope and query) and the run's version.
@@ -123,7 +128,9 @@ func (s *Server) writeGzipList(c echo.Context, rev uint64, view string, runs []r
 	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	h.Set(echo.HeaderContentEncoding, "gzip")
 	c.Response().WriteHeader(http.StatusOK)
-	w := c.Response()
+	w := gzWriters.Get().(*bufio.Writer)
+	w.Reset(c.Response())
+	defer func() { w.Reset(nil); gzWriters.Put(w) }()
 
 	var crc uint32
 	var n int64
@@ -163,8 +170,8 @@ func (s *Server) writeGzipList(c echo.Context, rev uint64, view string, runs []r
 	tail = append(tail, 1, 0, 0, 0xff, 0xff) // the final block: stored, empty
 	tail = binary.LittleEndian.AppendUint32(tail, crc)
 	tail = binary.LittleEndian.AppendUint32(tail, uint32(n)) // ISIZE is the length mod 2^32
-	_, err := w.Write(tail)
-	return err
+	w.Write(tail)
+	return w.Flush()
 }
 
 // appendStored appends p (at most 65535 bytes) as one non-final stored
