@@ -58,11 +58,17 @@ type changer struct {
 // newChanger lists the cluster's Apps (those the changer will change).
 func newChanger(tb testing.TB, c *clustertest.Cluster) *changer {
 	tb.Helper()
+	return newChangerIn(tb, c, metav1.NamespaceAll)
+}
+
+// newChangerIn is newChanger for the Apps of one namespace.
+func newChangerIn(tb testing.TB, c *clustertest.Cluster, namespace string) *changer {
+	tb.Helper()
 	dyn, err := dynamic.NewForConfig(fleet.FastConfig(c.Config))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	list, err := dyn.Resource(cluster.GVR(projection.KindApp)).List(tb.Context(), metav1.ListOptions{})
+	list, err := dyn.Resource(cluster.GVR(projection.KindApp)).Namespace(namespace).List(tb.Context(), metav1.ListOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -40,6 +41,11 @@ type chaosScale struct {
 	steady               time.Duration // how long a steady state is measured
 	badRequests          int
 	converge, slowBudget time.Duration // deadlines
+	// tenant: the clients are members of the acme org and the changes go
+	// to its Apps (every change reaches every client), while deployd holds
+	// the whole fleet; else SuperAdmins watching a fleet small enough that
+	// thousands of them can each take its burst.
+	tenant bool
 }
 
 var chaosScales = map[string]chaosScale{
@@ -48,10 +54,10 @@ var chaosScales = map[string]chaosScale{
 		badRequests: 3000, converge: 30 * time.Second, slowBudget: 45 * time.Second},
 	"mid": {name: "mid", apps: 2000, replicas: 1, killClients: 500, stormClients: 1000, relistClients: 300, slowClients: 300,
 		loadClients: 100, rate: 100, slowRate: 200, relistRate: 500, stormWindow: 15 * time.Second, steady: 5 * time.Second,
-		badRequests: 20000, converge: 3 * time.Minute, slowBudget: 90 * time.Second},
+		badRequests: 20000, converge: 3 * time.Minute, slowBudget: 90 * time.Second, tenant: true},
 	"full": {name: "full", apps: 10000, replicas: 10, killClients: 2000, stormClients: 10000, relistClients: 1000, slowClients: 1000,
 		loadClients: 500, rate: 100, slowRate: 100, relistRate: 1000, stormWindow: 30 * time.Second, steady: 10 * time.Second,
-		badRequests: 100000, converge: 10 * time.Minute, slowBudget: 5 * time.Minute},
+		badRequests: 100000, converge: 10 * time.Minute, slowBudget: 5 * time.Minute, tenant: true},
 }
 
 // chaosRow is one line of the summary table.
@@ -63,14 +69,16 @@ type chaosRow struct {
 // chaosEnv is what the scenarios share: one fleet, one deployd, one
 // changer; each scenario brings its own clients and stops them.
 type chaosEnv struct {
-	sc    chaosScale
-	c     *clustertest.Cluster
-	id    *identity
-	d     *deployd
-	ch    *changer
-	apps  *appIndex
-	token string
-	hc    *http.Client
+	sc   chaosScale
+	c    *clustertest.Cluster
+	id   *identity
+	d    *deployd
+	ch   *changer
+	apps *appIndex
+	// namespace holds the Apps the clients see ("" for all of them).
+	namespace string
+	token     string
+	hc        *http.Client
 }
 
 // TestChaos runs the fault scenarios against the built binary, a real API
@@ -87,13 +95,19 @@ func TestChaos(t *testing.T) {
 	c := fleetCluster(t, sc.apps, sc.replicas)
 	id := startIdentity(t)
 	d := startDeployd(t, buildDeployd(t), c.Kubeconfig, id, withMetrics(t))
-	ch := newChanger(t, c)
+	user, namespace := superAdmin, metav1.NamespaceAll
+	if sc.tenant {
+		// A SuperAdmin's burst at 10,000 Apps is 25 MB: thousands of them
+		// reconnecting would measure loopback copies, not deployd.
+		user, namespace = acmeMember, fleet.NamespaceAcme
+	}
+	ch := newChangerIn(t, c, namespace)
 	keys := make([]string, len(ch.apps))
 	for i, a := range ch.apps {
 		keys[i] = a.Namespace + "/" + a.Name
 	}
 	e := &chaosEnv{sc: sc, c: c, id: id, d: d, ch: ch, apps: newAppIndex(keys),
-		token: id.token(t, superAdmin, 4*time.Hour), hc: newStreamHTTPClient(false)}
+		namespace: namespace, token: id.token(t, user, 4*time.Hour), hc: newStreamHTTPClient(false)}
 
 	scenarios := []struct {
 		name string
@@ -148,8 +162,8 @@ func (r *chaosRow) note(format string, args ...any) {
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))
 }
 
-// clients starts n clients of the applications stream as a SuperAdmin
-// (the whole fleet); they stop when the test ends, and stop returns once
+// clients starts n clients of the applications stream as the scale's
+// caller (a SuperAdmin, or an acme member); they stop when the test ends, and stop returns once
 // they all have.
 func (e *chaosEnv) clients(t *testing.T, n int, hc *http.Client) (cs []*esClient, stop func()) {
 	t.Helper()
@@ -201,7 +215,7 @@ func (e *chaosEnv) runChanger(t *testing.T, rate int) (stop func()) {
 func (e *chaosEnv) truth(t *testing.T) *truth {
 	t.Helper()
 	dyn := e.c.Dynamic()
-	list, err := dyn.Resource(cluster.GVR(projection.KindApp)).List(t.Context(), metav1.ListOptions{})
+	list, err := dyn.Resource(cluster.GVR(projection.KindApp)).Namespace(e.namespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list Apps: %v", err)
 	}
@@ -216,7 +230,7 @@ func (e *chaosEnv) truth(t *testing.T) *truth {
 		tr.tags[ix] = tagHash([]byte(tag))
 	}
 	for _, k := range []projection.Kind{projection.KindCDApplication, projection.KindMiddleware} {
-		l, err := dyn.Resource(cluster.GVR(k)).List(t.Context(), metav1.ListOptions{})
+		l, err := dyn.Resource(cluster.GVR(k)).Namespace(e.namespace).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			continue // a CRD not served: no row of that kind
 		}
