@@ -59,6 +59,8 @@ func BenchmarkMemory(b *testing.B) {
 		if dir, err = os.MkdirTemp("", "deployd-memory-"); err != nil {
 			b.Fatal(err)
 		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
 	}
 	m, err := mockoidc.Run()
 	if err != nil {
