@@ -298,7 +298,9 @@ func withMetrics(tb testing.TB) string {
 
 // metricsClient opens a connection per scrape: an idle kept-alive one
 // would be a goroutine of deployd's, counted in go_goroutines.
-var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+// A fleet's scrape is megabytes (an info series per App), read while
+// deployd serves thousands of streams: the timeout is generous.
+var metricsClient = &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
 
 // metric reads one figure (summed over its label sets) from deployd's
 // metrics listener.
@@ -328,6 +330,9 @@ func (d *deployd) metric(tb testing.TB, name string) float64 {
 		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
 			sum, found = sum+v, true
 		}
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatalf("metrics: reading the scrape: %v", err)
 	}
 	if !found {
 		tb.Fatalf("metrics: no %s", name)
