@@ -62,7 +62,11 @@
 //     stream ended with a log line, and a write blocked on its connection
 //     made to fail (a past write deadline). It reconnects and resumes with
 //     Last-Event-ID. Run never waits on a client, so a stalled one delays no
-//     one and holds at most QueueSize shared frames.
+//     one and holds at most QueueSize shared frames. A stream still
+//     replaying the ring is in no view: Run cuts it off the same way once
+//     it has fallen more than QueueSize revisions further behind the
+//     ring's end than where its replay began (it reads slower than the
+//     fleet changes and would replay forever).
 //   - Tree streams are signalled, not queued: one pending signal at most.
 //     The stream reads the snapshot itself and sends the latest tree when
 //     its tree revision changed, so changes made while it writes coalesce

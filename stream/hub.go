@@ -89,11 +89,14 @@ type Hub struct {
 	ring    *ring
 	views   map[string]*view
 	clients map[*subscriber]struct{} // every applications stream being served
-	trees   map[projection.AppKey]map[*treeSubscriber]struct{}
-	ntrees  int
-	stopped bool
-	active  sync.WaitGroup // Serve calls in progress
-	touched []*subscriber  // queued to in this round, to be woken at its end
+	// catching holds the streams replaying the ring (not yet in a view),
+	// so Run can cut off one that falls behind while it replays.
+	catching map[*subscriber]struct{}
+	trees    map[projection.AppKey]map[*treeSubscriber]struct{}
+	ntrees   int
+	stopped  bool
+	active   sync.WaitGroup // Serve calls in progress
+	touched  []*subscriber  // queued to in this round, to be woken at its end
 
 	encodings       atomic.Uint64
 	replayEncodings atomic.Uint64
@@ -108,15 +111,16 @@ type Hub struct {
 func NewHub(src Source, opts Options) *Hub {
 	opts = opts.withDefaults()
 	return &Hub{
-		src:     src,
-		opts:    opts,
-		clock:   opts.Clock,
-		log:     opts.Logger,
-		wake:    make(chan struct{}, 1),
-		ring:    newRing(opts.RingEvents, src.Snapshot().Revision),
-		views:   map[string]*view{},
-		clients: map[*subscriber]struct{}{},
-		trees:   map[projection.AppKey]map[*treeSubscriber]struct{}{},
+		src:      src,
+		opts:     opts,
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		wake:     make(chan struct{}, 1),
+		ring:     newRing(opts.RingEvents, src.Snapshot().Revision),
+		views:    map[string]*view{},
+		clients:  map[*subscriber]struct{}{},
+		catching: map[*subscriber]struct{}{},
+		trees:    map[projection.AppKey]map[*treeSubscriber]struct{}{},
 	}
 }
 
@@ -259,6 +263,7 @@ func (h *Hub) drain() {
 		if h.opts.RingAge > 0 {
 			h.ring.evictBefore(now - int64(h.opts.RingAge))
 		}
+		h.cutFallingBehind()
 		h.wakeTouched()
 		h.mu.Unlock()
 	}
@@ -352,6 +357,26 @@ func (h *Hub) heartbeat() {
 	for _, set := range h.trees {
 		for t := range set {
 			t.ping()
+		}
+	}
+}
+
+// cutFallingBehind cuts off each stream replaying the ring whose distance
+// to the ring's end has grown by more than QueueSize revisions since its
+// replay began: it reads slower than the fleet changes and would replay
+// forever, holding its connection, never joining a view (where a full
+// queue would cut it off). One that is catching up, however far behind it
+// started, is left alone. Its blocked write is made to fail like any cut
+// off stream's; it resumes with Last-Event-ID. Called with h.mu held.
+func (h *Hub) cutFallingBehind() {
+	last := h.ring.last()
+	for s := range h.catching {
+		if last-min(s.replayed, last) > s.lag+uint64(h.opts.QueueSize) {
+			delete(h.catching, s)
+			h.log.Warn("stream subscriber cut off: it fell behind while replaying the ring; it will resume with Last-Event-ID",
+				"behind", last-s.replayed, "queue", h.opts.QueueSize)
+			h.slowCutOff.Add(1)
+			h.cut(s, errSlowClient)
 		}
 	}
 }

@@ -145,12 +145,23 @@ func (h *Hub) burst(ctx context.Context, out *eventWriter, spec *view) (uint64, 
 // the revisions right after pos.
 func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec *view, pos uint64) (joined, tooOld bool) {
 	var chunk []*record
+	h.mu.Lock()
+	s.replayed, s.lag = pos, h.ring.last()-min(pos, h.ring.last())
+	h.catching[s] = struct{}{}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.catching, s)
+		h.mu.Unlock()
+	}()
 	for {
 		if ctx.Err() != nil {
 			return false, false
 		}
 		h.mu.Lock()
+		s.replayed = pos
 		if pos >= h.ring.last() {
+			delete(h.catching, s)
 			h.join(s, spec, pos)
 			h.mu.Unlock()
 			return true, false
@@ -207,6 +218,7 @@ func (h *Hub) leave(s *subscriber) {
 	h.mu.Lock()
 	h.unjoin(s)
 	delete(h.clients, s)
+	delete(h.catching, s)
 	h.mu.Unlock()
 	h.active.Done()
 }

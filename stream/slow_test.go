@@ -113,3 +113,47 @@ func TestStalledClientIsCutOff(t *testing.T) {
 		t.Errorf("got %d events, ring oldest %v and %d encodings; want at least %d events, a ring and encodings", st.Events, st.RingOldest, st.Encodings, events)
 	}
 }
+
+// TestStalledReplayIsCutOff: a client that resumes from far back and then
+// stops reading is still replaying the ring (in no view, so no queue fills
+// up) when the fleet moves on: once it has fallen more than a queue's worth
+// of revisions further behind than where it started, it is cut off like a
+// live subscriber, and its connection ends.
+func TestStalledReplayIsCutOff(t *testing.T) {
+	const backlog, more, queue = 2000, 600, 256
+	e := newEnv(t, stream.Options{QueueSize: queue}, newFleet(7, 5), func(s *http.Server) {
+		s.ConnState = func(c net.Conn, s http.ConnState) {
+			if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
+				_ = tc.SetWriteBuffer(4096)
+			}
+		}
+	})
+	from := e.store.Snapshot().Revision
+	for range backlog {
+		e.apply(e.fleet.nextAppChange())
+	}
+	waitFor(t, 10*time.Second, "the backlog in the ring", func() bool { return e.hub.Stats().Events >= backlog })
+
+	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET /apps HTTP/1.1\r\nHost: x\r\nX-Identity: all\r\nLast-Event-ID: %d\r\n\r\n", from)
+	waitFor(t, 10*time.Second, "the stream to start", func() bool { return e.hub.Stats().Subscribers == 0 && e.hub.Stats().Events >= backlog })
+
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for range more {
+			<-tick.C
+			e.apply(e.fleet.nextAppChange())
+		}
+	}()
+	waitFor(t, 30*time.Second, "the stalled replay to be cut off", func() bool { return e.hub.Stats().SlowCutOff == 1 })
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.Copy(io.Discard, bufio.NewReader(conn)); err != nil {
+		t.Errorf("stalled connection: %v; want EOF", err)
+	}
+}

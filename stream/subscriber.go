@@ -12,7 +12,10 @@ type subscriber struct {
 	after   uint64 // frames of revisions at or below it are not queued
 	index   int    // in view.subs
 	touched bool   // in Hub.touched
-	cancel  context.CancelCauseFunc
+	// While it replays the ring (in Hub.catching): the revision it has
+	// written up to, and how far behind the ring's end it started.
+	replayed, lag uint64
+	cancel        context.CancelCauseFunc
 
 	mu      sync.Mutex
 	max     int
