@@ -129,7 +129,7 @@ func TestChaos(t *testing.T) {
 				if t.Failed() {
 					row.result = "**FAIL**"
 				}
-				t.Logf("%s: %s in %s; %s", s.name, row.result, time.Since(start).Round(time.Millisecond), strings.Join(row.notes, "; "))
+				t.Logf("%s: %s in %s; converged %s; %s", s.name, row.result, time.Since(start).Round(time.Millisecond), row.converge, strings.Join(row.notes, "; "))
 			}()
 			s.run(t, e, &row)
 		})
