@@ -3,7 +3,6 @@ package clustertest
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -19,8 +18,8 @@ import (
 //
 //	DEPLOYD_REQUIRE_TOOLS=1 go test -run '^$' -bench FleetSnapshot -benchtime 1x -timeout 2h ./cluster/clustertest/
 func BenchmarkFleetSnapshot(b *testing.B) {
-	apps := benchEnvInt(b, "DEPLOYD_SNAPSHOT_APPS", 10_000)
-	replicas := benchEnvInt(b, "DEPLOYD_SNAPSHOT_REPLICAS", 10)
+	apps := EnvInt(b, "DEPLOYD_SNAPSHOT_APPS", 10_000)
+	replicas := EnvInt(b, "DEPLOYD_SNAPSHOT_REPLICAS", 10)
 	opt := FleetSnapshot(apps, replicas)
 	// Loads and saves the fleet unless it is cached already.
 	stopAndFree(b, Start(b, opt))
@@ -56,19 +55,6 @@ func stopAndFree(b *testing.B, c *Cluster) {
 	if err := os.RemoveAll(filepath.Join(c.Dir, "etcd")); err != nil {
 		b.Fatal(err)
 	}
-}
-
-func benchEnvInt(b *testing.B, key string, def int) int {
-	b.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("%s=%q: want a positive number", key, v)
-	}
-	return n
 }
 
 // dirSize is the size of the regular files under dir.

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +46,7 @@ func BenchmarkColdStart(b *testing.B) {
 		measureColdStart(b, kc, objects)
 		return
 	}
-	kubeconfig, objects := loadFleet(b, envInt(b, "DEPLOYD_COLDSTART_APPS", 10_000), envInt(b, "DEPLOYD_COLDSTART_REPLICAS", 10))
+	kubeconfig, objects := loadFleet(b, clustertest.EnvInt(b, "DEPLOYD_COLDSTART_APPS", 10_000), clustertest.EnvInt(b, "DEPLOYD_COLDSTART_REPLICAS", 10))
 	measureColdStart(b, kubeconfig, objects)
 }
 
@@ -146,44 +142,6 @@ func coldStart(b *testing.B, bin, kubeconfig string) (ready time.Duration, rss, 
 		time.Sleep(10 * time.Millisecond) // a probe's interval: ready is measured to it
 	}
 	ready = time.Since(start)
-	rss, hwm = procMemory(b, cmd.Process.Pid)
+	rss, hwm = clustertest.ProcMemory(b, cmd.Process.Pid)
 	return ready, rss, hwm
-}
-
-// procMemory reads a process's resident set and its peak from /proc.
-func procMemory(b *testing.B, pid int) (rss, hwm int64) {
-	b.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmRSS:":
-			rss = kb << 10
-		case "VmHWM:":
-			hwm = kb << 10
-		}
-	}
-	return rss, hwm
-}
-
-func envInt(b *testing.B, key string, def int) int {
-	b.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("%s=%q: want a positive number", key, v)
-	}
-	return n
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/hanzoai/deploy/auth/authtest"
+	"github.com/hanzoai/deploy/cluster/clustertest"
 )
 
 // BenchmarkMemory measures where a ready deployd's memory goes at fleet
@@ -46,12 +47,12 @@ import (
 //
 //	go test -run '^$' -bench '^BenchmarkMemory$' -benchtime 1x -timeout 2h ./cmd/deployd/
 func BenchmarkMemory(b *testing.B) {
-	clients := envInt(b, "DEPLOYD_MEMORY_CLIENTS", 2_000)
+	clients := clustertest.EnvInt(b, "DEPLOYD_MEMORY_CLIENTS", 2_000)
 	var kubeconfig string
 	if kc := os.Getenv("DEPLOYD_MEMORY_KUBECONFIG"); kc != "" {
 		kubeconfig = kc
 	} else {
-		kubeconfig, _ = loadFleet(b, envInt(b, "DEPLOYD_MEMORY_APPS", 10_000), envInt(b, "DEPLOYD_MEMORY_REPLICAS", 10))
+		kubeconfig, _ = loadFleet(b, clustertest.EnvInt(b, "DEPLOYD_MEMORY_APPS", 10_000), clustertest.EnvInt(b, "DEPLOYD_MEMORY_REPLICAS", 10))
 	}
 	dir := os.Getenv("DEPLOYD_MEMORY_PROFILES")
 	if dir == "" {
@@ -163,7 +164,7 @@ func measureMemory(b *testing.B, bin, kubeconfig string, settles bool, m *mockoi
 			b.Fatal("ready, but no \"memory settled\" in the log within a minute")
 		}
 	}
-	r.rssReady, _ = procMemory(b, cmd.Process.Pid)
+	r.rssReady, _ = clustertest.ProcMemory(b, cmd.Process.Pid)
 
 	token, err := authtest.IDToken(m, acmeMember, time.Now(), 2*time.Hour)
 	if err != nil {
@@ -175,7 +176,7 @@ func measureMemory(b *testing.B, bin, kubeconfig string, settles bool, m *mockoi
 	stop := openStreams(b, base, token, clients, r.burst)
 	defer stop()
 	r.streamCPU = procCPU(b, cmd.Process.Pid) - cpu0
-	r.rssClients, r.peak = procMemory(b, cmd.Process.Pid)
+	r.rssClients, r.peak = clustertest.ProcMemory(b, cmd.Process.Pid)
 
 	// ?gc=1: the profile is taken after a collection, so it is the live heap.
 	if err := fetchTo(mbase+"/debug/pprof/heap?gc=1", profile); err != nil {

@@ -41,7 +41,7 @@ import (
 //
 //	go test -run '^$' -bench SSEClients -benchtime 1x -timeout 30m ./cmd/deployd/
 func BenchmarkSSEClients(b *testing.B) {
-	clients := envInt(b, "DEPLOYD_SSE_CLIENTS", 10_000)
+	clients := clustertest.EnvInt(b, "DEPLOYD_SSE_CLIENTS", 10_000)
 	c := clustertest.Start(b)
 	objs := fleet.RenderAll(fleet.Generate(1, 100))
 	dyn := c.Dynamic()
@@ -101,7 +101,7 @@ func BenchmarkSSEClients(b *testing.B) {
 	// A memory figure, not a condition: let the start's own allocations
 	// settle before the baseline.
 	time.Sleep(2 * time.Second)
-	rss0, _ := procMemory(b, cmd.Process.Pid)
+	rss0, _ := clustertest.ProcMemory(b, cmd.Process.Pid)
 	b.ResetTimer()
 
 	// Each client counts its burst, then waits for the change to target.
@@ -169,7 +169,7 @@ func BenchmarkSSEClients(b *testing.B) {
 		b.Fatalf("%d of %d streams failed or ended before their burst", n, clients)
 	}
 	time.Sleep(3 * time.Second) // the same settling before the second figure
-	rss1, _ := procMemory(b, cmd.Process.Pid)
+	rss1, _ := clustertest.ProcMemory(b, cmd.Process.Pid)
 
 	patch := fmt.Appendf(nil, `{"spec":{"image":{"tag":%q}}}`, marker)
 	t0 := time.Now()

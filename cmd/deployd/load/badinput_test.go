@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hanzoai/deploy/cluster/clustertest"
 )
 
 // Seeds of the project's fuzz targets (the f.Add values of FuzzParseRef,
@@ -275,7 +277,7 @@ func chaosBadInput(t *testing.T, e *chaosEnv, row *chaosRow) {
 	defer stopChanger()
 	loadFor(t.Context(), e.sc.steady)
 	pid := e.d.PID()
-	rss0, _ := procMemory(t, pid)
+	rss0, _ := clustertest.ProcMemory(t, pid)
 	heap0, subs0, g0 := e.d.metric(t, "go_memstats_heap_inuse_bytes"), e.d.metric(t, "deployd_stream_subscribers"), e.d.metric(t, "go_goroutines")
 	corpus := fuzzCorpus(t)
 	if len(corpus) == 0 {
@@ -286,14 +288,14 @@ func chaosBadInput(t *testing.T, e *chaosEnv, row *chaosRow) {
 	start := time.Now()
 	sendBad(t.Context(), strings.TrimPrefix(e.d.Base, "http://"), reqs, 16, &res)
 	took := time.Since(start)
-	rssPeak, _ := procMemory(t, pid)
+	rssPeak, _ := clustertest.ProcMemory(t, pid)
 
 	backAt := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), e.sc.converge)
 	defer cancel()
 	var rss int64
 	back := waitFor(ctx, func() bool {
-		rss, _ = procMemory(t, pid)
+		rss, _ = clustertest.ProcMemory(t, pid)
 		return float64(rss) <= 1.1*float64(rss0)
 	})
 	backIn := time.Since(backAt)

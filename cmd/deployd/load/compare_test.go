@@ -20,6 +20,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/demo/fleet"
 )
 
@@ -75,13 +76,13 @@ import (
 //	DEPLOYD_COMPARE_APPS=2000 DEPLOYD_COMPARE_REPLICAS=1 DEPLOYD_COMPARE_WATCHERS=1000 make bench-compare
 func BenchmarkSideBySide(b *testing.B) {
 	cfg := compareConfig{
-		apps:        envInt(b, "DEPLOYD_COMPARE_APPS", 10_000),
-		replicas:    envInt(b, "DEPLOYD_COMPARE_REPLICAS", 10),
+		apps:        clustertest.EnvInt(b, "DEPLOYD_COMPARE_APPS", 10_000),
+		replicas:    clustertest.EnvInt(b, "DEPLOYD_COMPARE_REPLICAS", 10),
 		watchers:    envInts(b, "DEPLOYD_COMPARE_WATCHERS", []int{1_000, 10_000}),
 		rates:       envInts(b, "DEPLOYD_COMPARE_RATES", []int{100, 1_000}),
 		concurrency: []int{1, 16},
 	}
-	secs := time.Duration(envInt(b, "DEPLOYD_COMPARE_SECONDS", 10)) * time.Second
+	secs := time.Duration(clustertest.EnvInt(b, "DEPLOYD_COMPARE_SECONDS", 10)) * time.Second
 	cfg.listTime, cfg.watchTime = secs, secs
 	for range b.N {
 		cmp := sideBySide(b, cfg)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/hanzoai/deploy/cluster/clustertest"
 )
 
 // TestHarness starts the built binary against a small fleet, reads its
@@ -15,7 +17,7 @@ func TestHarness(t *testing.T) {
 	if cpu := procCPU(t, d.PID()); cpu <= 0 {
 		t.Fatalf("cpu %v: a process that started and listed has used some", cpu)
 	}
-	if rss, hwm := procMemory(t, d.PID()); rss <= 0 || hwm < rss {
+	if rss, hwm := clustertest.ProcMemory(t, d.PID()); rss <= 0 || hwm < rss {
 		t.Fatalf("rss %d, peak %d", rss, hwm)
 	}
 	pid := d.PID()

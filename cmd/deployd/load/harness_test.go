@@ -227,29 +227,6 @@ func procCPU(tb testing.TB, pid int) time.Duration {
 	return time.Duration(ut+st) * time.Second / clockTick
 }
 
-// procMemory reads a process's resident set and its peak from /proc.
-func procMemory(tb testing.TB, pid int) (rss, hwm int64) {
-	tb.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb << 10
-		case "VmHWM:":
-			hwm = kb << 10
-		}
-	}
-	return rss, hwm
-}
-
 // raiseOpenFiles lifts this process's open-file limit to its hard limit:
 // thousands of clients need as many sockets.
 func raiseOpenFiles(tb testing.TB) uint64 {
@@ -263,20 +240,6 @@ func raiseOpenFiles(tb testing.TB) uint64 {
 		tb.Fatal(err)
 	}
 	return l.Cur
-}
-
-// envInt reads a positive number from the environment, def when unset.
-func envInt(tb testing.TB, key string, def int) int {
-	tb.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		tb.Fatalf("%s=%q: want a positive number", key, v)
-	}
-	return n
 }
 
 // waitFor polls cond every 20 ms until it holds or ctx ends.

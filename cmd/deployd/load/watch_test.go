@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hanzoai/deploy/cluster/clustertest"
 )
 
 // latencies is a histogram of durations with atomic counters: eight
@@ -199,9 +201,9 @@ func (r watchResult) cpuPerEvent() time.Duration {
 // then waits up to drain for what was sent to arrive, and closes them.
 func measureWatch(tb testing.TB, s watchServer, n, rate int, d, drain time.Duration) watchResult {
 	tb.Helper()
-	rss0, _ := procMemory(tb, s.pid)
+	rss0, _ := clustertest.ProcMemory(tb, s.pid)
 	w := connectWatchers(tb, n, s.hc, s.open)
-	rss1, _ := procMemory(tb, s.pid)
+	rss1, _ := clustertest.ProcMemory(tb, s.pid)
 
 	r := watchResult{watchers: n, rate: rate, rssPerWatcher: float64(rss1-rss0) / float64(n)}
 	start := time.Now()
