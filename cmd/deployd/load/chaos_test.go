@@ -34,7 +34,8 @@ type chaosScale struct {
 	relistClients        int // scenario 3
 	slowClients          int // scenario 4, a tenth of them slow
 	loadClients          int // scenario 5, streaming while bad input comes
-	rate                 int // changes/s of scenarios 1, 2 and 5
+	rate                 int // changes/s of scenarios 1 and 5
+	stormRate            int // changes/s of scenario 2 (see chaosStorm)
 	slowRate             int // changes/s of scenario 4
 	relistRate           int // changes/s of scenario 3
 	stormWindow          time.Duration
@@ -50,13 +51,13 @@ type chaosScale struct {
 
 var chaosScales = map[string]chaosScale{
 	"": {name: "smoke", apps: 30, replicas: 4, killClients: 20, stormClients: 40, relistClients: 20, slowClients: 20,
-		loadClients: 10, rate: 50, slowRate: 200, relistRate: 100, stormWindow: 2 * time.Second, steady: time.Second,
+		loadClients: 10, rate: 50, stormRate: 50, slowRate: 200, relistRate: 100, stormWindow: 2 * time.Second, steady: time.Second,
 		badRequests: 3000, converge: 30 * time.Second, slowBudget: 45 * time.Second},
 	"mid": {name: "mid", apps: 2000, replicas: 1, killClients: 500, stormClients: 1000, relistClients: 300, slowClients: 300,
-		loadClients: 100, rate: 100, slowRate: 200, relistRate: 500, stormWindow: 15 * time.Second, steady: 5 * time.Second,
+		loadClients: 100, rate: 100, stormRate: 100, slowRate: 200, relistRate: 500, stormWindow: 15 * time.Second, steady: 5 * time.Second,
 		badRequests: 20000, converge: 3 * time.Minute, slowBudget: 90 * time.Second, tenant: true},
 	"full": {name: "full", apps: 10000, replicas: 10, killClients: 2000, stormClients: 10000, relistClients: 1000, slowClients: 1000,
-		loadClients: 500, rate: 100, slowRate: 100, relistRate: 1000, stormWindow: 30 * time.Second, steady: 10 * time.Second,
+		loadClients: 500, rate: 100, stormRate: 20, slowRate: 100, relistRate: 1000, stormWindow: 30 * time.Second, steady: 10 * time.Second,
 		badRequests: 100000, converge: 10 * time.Minute, slowBudget: 5 * time.Minute, tenant: true},
 }
 
@@ -401,4 +402,39 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func (d *deployd) panicked() bool {
 	s := d.log.String()
 	return d.panics() || strings.Contains(s, "handler panicked") || strings.Contains(s, "panic serving")
+}
+
+// listenOverflows is the host's TcpExtListenOverflows: SYNs dropped
+// because a listen queue was full. false when /proc/net/netstat does not
+// say.
+func listenOverflows() (int64, bool) {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return 0, false
+	}
+	return parseListenOverflows(string(b))
+}
+
+// parseListenOverflows reads ListenOverflows from /proc/net/netstat's
+// text: a "TcpExt:" line of names followed by a "TcpExt:" line of values.
+func parseListenOverflows(netstat string) (int64, bool) {
+	var names []string
+	for line := range strings.Lines(netstat) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "TcpExt:" {
+			continue
+		}
+		if names == nil {
+			names = f[1:]
+			continue
+		}
+		for i, name := range names {
+			if name == "ListenOverflows" && i+1 < len(f) {
+				v, err := strconv.ParseInt(f[i+1], 10, 64)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+	return 0, false
 }

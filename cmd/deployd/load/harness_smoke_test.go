@@ -40,3 +40,13 @@ func TestHarness(t *testing.T) {
 		t.Fatalf("log:\n%s", d.log.String())
 	}
 }
+
+func TestParseListenOverflows(t *testing.T) {
+	const netstat = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 3 27 30\nIpExt: InNoRoutes\nIpExt: 0\n"
+	if v, ok := parseListenOverflows(netstat); !ok || v != 27 {
+		t.Errorf("parseListenOverflows = %d, %v; want 27, true", v, ok)
+	}
+	if _, ok := parseListenOverflows("IpExt: InNoRoutes\nIpExt: 0\n"); ok {
+		t.Error("parseListenOverflows found a value in text without TcpExt")
+	}
+}

@@ -94,8 +94,20 @@ func chaosKill(t *testing.T, e *chaosEnv, row *chaosRow) {
 // event after the position it sent: the ids continue), none is refused,
 // and its view equals the API server's LIST. Figure: deployd's peak 1-s
 // CPU during the storm ÷ its mean 1-s CPU in the steady state before it.
+//
+// The change rate is the storm's own (stormRate): at full scale 20
+// changes/s to the clients' org, so the 10,000 clients together read
+// 200,000 events/s, what scenario 1's 2,000 clients read at 100/s. At
+// 100/s they would have to read 1,000,000 events/s in this one process,
+// on the two cores deployd and the API server also use. They could not:
+// deployd rightly cut all 10,000 off as slow, and their reconnecting at
+// once overflowed the listen queue, which measured the client process,
+// not the storm. Also noted: how many streams deployd cut off during the
+// storm, and the host's TcpExtListenOverflows (SYNs dropped because a
+// listen queue was full; a dropped SYN is retried by the kernel, so it
+// fails a connection only when the retries outlast the 5 s dial timeout).
 func chaosStorm(t *testing.T, e *chaosEnv, row *chaosRow) {
-	n, rate := e.sc.stormClients, e.sc.rate
+	n, rate := e.sc.stormClients, e.sc.stormRate
 	row.scenario = "2. reconnect storm"
 	row.checked = fmt.Sprintf("%d clients reconnect within %s with Last-Event-ID, %d changes/s: no reset, ids continue, none refused, view = LIST", n, e.sc.stormWindow, rate)
 	cs, stopClients := e.clients(t, n, e.hc)
@@ -110,6 +122,8 @@ func chaosStorm(t *testing.T, e *chaosEnv, row *chaosRow) {
 	steady.stop()
 	steadyCPU, _, _ := steady.figures()
 	resets0 := e.d.metric(t, "deployd_stream_resets_total")
+	cutoffs0 := e.d.metric(t, "deployd_stream_cutoffs_total")
+	overflows0, haveOverflows := listenOverflows()
 
 	stormAt := time.Now()
 	storm := sampleCPU(t, e.d.PID())
@@ -141,6 +155,8 @@ func chaosStorm(t *testing.T, e *chaosEnv, row *chaosRow) {
 	})
 	storm.stop()
 	_, peak, samples := storm.figures()
+	cutoffs := e.d.metric(t, "deployd_stream_cutoffs_total") - cutoffs0
+	overflows, _ := listenOverflows()
 	stopChanger()
 	tr := e.truth(t)
 	took, ok := e.converge(t, cs, tr)
@@ -174,6 +190,10 @@ func chaosStorm(t *testing.T, e *chaosEnv, row *chaosRow) {
 	}
 	row.note("%d resumed from the ring, %d reset, %d refused, %d failed", resumed, reset, refused, failed)
 	row.note("CPU peak %.2f s/s ÷ steady %.3f s/s = %s (%d 1-s samples)", peak, steadyCPU, ratio, samples)
+	row.note("%d changes/s; %v streams cut off by deployd during the storm", rate, cutoffs)
+	if haveOverflows {
+		row.note("the host's listen-queue overflows during the storm: %d", overflows-overflows0)
+	}
 	if ok {
 		row.converge = took.Round(time.Millisecond).String() + " after the changes stopped"
 	}
