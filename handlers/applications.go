@@ -174,7 +174,7 @@ func (s *Server) listApplications(c echo.Context) error {
 			return c.NoContent(http.StatusNotModified)
 		}
 		if acceptsGzip(c.Request()) {
-			return s.writeGzipList(c, snap.Revision, key, visibleRuns(snap, sc), func(a *projection.App) bool {
+			return s.writeGzipList(c, snap.Revision, key, func() []rowRun { return visibleRuns(snap, sc) }, func(a *projection.App) bool {
 				return sees(sc, a) && lq.matches(a)
 			})
 		}

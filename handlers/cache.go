@@ -38,6 +38,7 @@ type cachedBody struct {
 	gzipped  []byte
 	gzLen    atomic.Int64 // len(gzipped) once it is made, readable by anyone
 	run      *gzRun
+	list     *gzList // an assembled gzip list: its runs are entries of their own
 }
 
 func newResponseCache(entries int) *responseCache {
@@ -79,7 +80,13 @@ func (rc *responseCache) add(key, version string, b *cachedBody) {
 }
 
 // size is what the entry holds, in bytes, its gzip form counted once made.
-func (b *cachedBody) size() int64 { return int64(len(b.body)) + b.gzLen.Load() }
+func (b *cachedBody) size() int64 {
+	n := int64(len(b.body)) + b.gzLen.Load()
+	if l := b.list; l != nil {
+		n += int64(len(l.head) + len(l.sep) + len(l.tail) + 8*len(l.parts))
+	}
+	return n
+}
 
 func (b *cachedBody) gzip(rc *responseCache) []byte {
 	b.gzipOnce.Do(func() {

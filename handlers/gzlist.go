@@ -107,32 +107,79 @@ func compressRun(run rowRun, keep func(*projection.App) bool) *gzRun {
 // into 64 KiB writes: one write each would be a system call each.
 var gzWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 
+// gzList is a gzip list as assembled at one revision for one view: its
+// member header with the list's head, the compressed runs in order, the
+// tail with the member's checksum and length, and the total size. It is
+// kept in the response cache (at most one revision per view, like every
+// entry), so a request at a revision already assembled only writes: no
+// run is looked up, no checksum combined.
+type gzList struct {
+	head, sep, tail []byte
+	parts           []*gzRun // the runs with rows, in list order
+	size            int64
+}
+
 // writeGzipList writes the ApplicationList at rev made of runs, each
-// filtered by keep, as one gzip member. Compressed runs are kept in the
-// response cache under view (the scope and query) and the run's version.
-func (s *Server) writeGzipList(c echo.Context, rev uint64, view string, runs []rowRun, keep func(*projection.App) bool) error {
-	parts := make([]*gzRun, 0, len(runs))
-	for _, run := range runs {
-		key, version := "gzrun|"+view+"|"+run.name, strconv.FormatUint(run.version, 10)
-		if cb, ok := s.cache.get(key, version); ok {
-			parts = append(parts, cb.run)
-			continue
-		}
-		r := compressRun(run, keep)
-		cb := &cachedBody{gzipped: r.z, run: r}
-		cb.gzipOnce.Do(func() {}) // it has no plain form
-		cb.gzLen.Store(int64(len(r.z)))
-		s.cache.add(key, version, cb)
-		parts = append(parts, r)
+// filtered by keep, as one gzip member with its Content-Length. Compressed
+// runs are kept in the response cache under view (the scope and query) and
+// the run's version; the assembly under view and rev.
+func (s *Server) writeGzipList(c echo.Context, rev uint64, view string, runs func() []rowRun, keep func(*projection.App) bool) error {
+	key, version := "gzlist|"+view, strconv.FormatUint(rev, 10)
+	var l *gzList
+	if cb, ok := s.cache.get(key, version); ok {
+		l = cb.list
+	} else {
+		l = s.assembleGzipList(rev, view, runs(), keep)
+		s.cache.add(key, version, &cachedBody{list: l})
 	}
 
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	h.Set(echo.HeaderContentEncoding, "gzip")
+	h.Set(echo.HeaderContentLength, strconv.FormatInt(l.size, 10))
 	c.Response().WriteHeader(http.StatusOK)
 	w := gzWriters.Get().(*bufio.Writer)
 	w.Reset(c.Response())
 	defer func() { w.Reset(nil); gzWriters.Put(w) }()
+	if _, err := w.Write(l.head); err != nil {
+		return err
+	}
+	for i, r := range l.parts {
+		if i > 0 {
+			if _, err := w.Write(l.sep); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(r.z); err != nil {
+			return err
+		}
+	}
+	if _, err := w.Write(l.tail); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// assembleGzipList finds or compresses each run's blocks and works out the
+// member around them.
+func (s *Server) assembleGzipList(rev uint64, view string, runs []rowRun, keep func(*projection.App) bool) *gzList {
+	l := &gzList{parts: make([]*gzRun, 0, len(runs))}
+	for _, run := range runs {
+		key, version := "gzrun|"+view+"|"+run.name, strconv.FormatUint(run.version, 10)
+		var r *gzRun
+		if cb, ok := s.cache.get(key, version); ok {
+			r = cb.run
+		} else {
+			r = compressRun(run, keep)
+			cb := &cachedBody{gzipped: r.z, run: r}
+			cb.gzipOnce.Do(func() {}) // it has no plain form
+			cb.gzLen.Store(int64(len(r.z)))
+			s.cache.add(key, version, cb)
+		}
+		if r.n > 0 {
+			l.parts = append(l.parts, r)
+		}
+	}
 
 	var crc uint32
 	var n int64
@@ -142,38 +189,28 @@ func (s *Server) writeGzipList(c echo.Context, rev uint64, view string, runs []r
 		n += int64(len(p))
 	}
 	// The member header: deflate, no flags, no time, unknown OS.
-	head := []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
+	l.head = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
 	listHead := projection.AppendApplicationListHead(nil, rev)
 	plain(listHead)
-	head = appendStored(head, listHead)
-	if _, err := w.Write(head); err != nil {
-		return err
-	}
-	first := true
-	for _, r := range parts {
-		if r.n == 0 {
-			continue
-		}
-		if !first {
+	l.head = appendStored(l.head, listHead)
+	l.sep = appendStored(nil, []byte{','})
+	l.size = int64(len(l.head))
+	for i, r := range l.parts {
+		if i > 0 {
 			plain([]byte{','})
-			if _, err := w.Write(appendStored(nil, []byte{','})); err != nil {
-				return err
-			}
-		}
-		first = false
-		if _, err := w.Write(r.z); err != nil {
-			return err
+			l.size += int64(len(l.sep))
 		}
 		crc = gfMulMod(r.shift, crc) ^ r.crc // crc32Combine(crc, r.crc, r.n)
 		n += r.n
+		l.size += int64(len(r.z))
 	}
 	plain([]byte(projection.ApplicationListTail))
-	tail := appendStored(nil, []byte(projection.ApplicationListTail))
-	tail = append(tail, 1, 0, 0, 0xff, 0xff) // the final block: stored, empty
-	tail = binary.LittleEndian.AppendUint32(tail, crc)
-	tail = binary.LittleEndian.AppendUint32(tail, uint32(n)) // ISIZE is the length mod 2^32
-	w.Write(tail)
-	return w.Flush()
+	l.tail = appendStored(nil, []byte(projection.ApplicationListTail))
+	l.tail = append(l.tail, 1, 0, 0, 0xff, 0xff) // the final block: stored, empty
+	l.tail = binary.LittleEndian.AppendUint32(l.tail, crc)
+	l.tail = binary.LittleEndian.AppendUint32(l.tail, uint32(n)) // ISIZE is the length mod 2^32
+	l.size += int64(len(l.tail))
+	return l
 }
 
 // appendStored appends p (at most 65535 bytes) as one non-final stored

@@ -51,6 +51,9 @@ func getGzipList(t *testing.T, env *serverEnv, path, token string) string {
 		t.Fatalf("%s: %d, Content-Encoding %q", path, resp.StatusCode, resp.Header.Get("Content-Encoding"))
 	}
 	raw, _ := io.ReadAll(resp.Body)
+	if resp.ContentLength != int64(len(raw)) {
+		t.Fatalf("%s: Content-Length %d for a body of %d bytes", path, resp.ContentLength, len(raw))
+	}
 	zr, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
@@ -146,4 +149,26 @@ func TestGzipListIsSplicedFromRuns(t *testing.T) {
 		t.Fatalf("the cache holds %d runs after the change, %d before: a run's new version replaces its old one", len(after), len(before))
 	}
 	check()
+}
+
+// TestGzipListAssemblyIsKeptPerRevision: a second request at the same
+// revision is written from the list assembled for the first; it looks up no
+// run, so it compresses none even when the runs have left the cache.
+func TestGzipListAssemblyIsKeptPerRevision(t *testing.T) {
+	env := newServerEnv(t)
+	root := env.token(t, userRoot, time.Hour)
+	first := getGzipList(t, env, "/v1/deploy/applications", root)
+	runs := gzipRuns(env)
+	if len(runs) < 3 {
+		t.Fatalf("the first list made %d runs; the fixture should have several namespaces", len(runs))
+	}
+	for k := range runs {
+		env.srv.cache.lru.Remove(k)
+	}
+	if got := getGzipList(t, env, "/v1/deploy/applications", root); got != first {
+		t.Fatalf("the second list decodes to\n%s\nwant\n%s", got, first)
+	}
+	if n := len(gzipRuns(env)); n != 0 {
+		t.Fatalf("a second request at the same revision compressed %d runs", n)
+	}
 }
