@@ -112,7 +112,9 @@ var gzWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<
 // tail with the member's checksum and length, and the total size. It is
 // kept in the response cache (at most one revision per view, like every
 // entry), so a request at a revision already assembled only writes: no
-// run is looked up, no checksum combined.
+// run is looked up, no checksum combined. It may hold runs the cache has
+// since replaced (a change in their namespace), until the view's next
+// request at the new revision replaces it: at most one past list a view.
 type gzList struct {
 	head, sep, tail []byte
 	parts           []*gzRun // the runs with rows, in list order

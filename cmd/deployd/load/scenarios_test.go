@@ -248,20 +248,7 @@ func chaosRelist(t *testing.T, e *chaosEnv, row *chaosRow) {
 	if relists == 0 {
 		t.Errorf("deployd did not relist after the compaction (at etcd revision %d) and the restart", rev)
 	}
-	resumed, reset, gaps := 0, 0, 0
-	for _, c := range cs {
-		for _, cn := range c.connsSince(stormAt) {
-			switch {
-			case cn.Status != http.StatusOK:
-			case cn.Reset:
-				reset++
-			case cn.First != 0 && cn.First <= cn.Sent:
-				gaps++
-			case cn.Sent != 0:
-				resumed++
-			}
-		}
-	}
+	resumed, reset, gaps := tallyResumes(cs, stormAt)
 	if gaps > 0 {
 		t.Errorf("%d resumed connections were served an id not after their position", gaps)
 	}
@@ -389,20 +376,7 @@ func chaosSlow(t *testing.T, e *chaosEnv, row *chaosRow) {
 	if fastCut > 0 {
 		t.Errorf("%d streams of full-speed clients ended while slow ones were cut off", fastCut)
 	}
-	resumes, resets, gaps := 0, 0, 0
-	for _, c := range slow {
-		for _, cn := range c.connsSince(slowAt) {
-			switch {
-			case cn.Status != http.StatusOK:
-			case cn.Reset:
-				resets++
-			case cn.First != 0 && cn.First <= cn.Sent:
-				gaps++
-			case cn.Sent != 0:
-				resumes++
-			}
-		}
-	}
+	resumes, resets, gaps := tallyResumes(slow, slowAt)
 	if resets+gaps > 0 {
 		t.Errorf("slow clients: %d connections told reset, %d served an id not after their position", resets, gaps)
 	}
@@ -420,4 +394,24 @@ func chaosSlow(t *testing.T, e *chaosEnv, row *chaosRow) {
 	if ok {
 		row.converge = took.Round(time.Millisecond).String() + " after the changes stopped"
 	}
+}
+
+// tallyResumes sorts the answered connections the clients made since t:
+// resumed from the ring (a position sent, its first id after it), told
+// reset, or served a gap (a first id not after the position sent).
+func tallyResumes(cs []*esClient, t time.Time) (resumed, reset, gaps int) {
+	for _, c := range cs {
+		for _, cn := range c.connsSince(t) {
+			switch {
+			case cn.Status != http.StatusOK:
+			case cn.Reset:
+				reset++
+			case cn.First != 0 && cn.First <= cn.Sent:
+				gaps++
+			case cn.Sent != 0:
+				resumed++
+			}
+		}
+	}
+	return resumed, reset, gaps
 }
