@@ -203,7 +203,8 @@ func waitAll(t *testing.T, cs []*esClient, timeout time.Duration, what string, c
 }
 
 // runChanger changes the fleet at rate until the returned stop is called;
-// stop returns once the last change has been answered.
+// stop returns once no change is in flight from the changer (one it gave
+// up on may still be committed by the API server: see truth).
 func (e *chaosEnv) runChanger(t *testing.T, rate int) (stop func()) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -214,6 +215,31 @@ func (e *chaosEnv) runChanger(t *testing.T, rate int) (stop func()) {
 // truth lists the fleet's Apps from the API server: the tag of each, and
 // the other rows a view may hold (CD Applications, Middlewares).
 func (e *chaosEnv) truth(t *testing.T) *truth {
+	t.Helper()
+	// A change whose PATCH the stopped changer gave up on may still be
+	// committed after it returned: the API server finishes a write whose
+	// client went away. The truth is the LIST once it holds still: the
+	// same tags twice, settleGap apart.
+	const settleGap = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), e.sc.converge)
+	defer cancel()
+	tr := e.listTruth(t)
+	for {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the API server's Apps did not hold still for %s within %s after the changes stopped", settleGap, e.sc.converge)
+		case <-time.After(settleGap):
+		}
+		next := e.listTruth(t)
+		if slices.Equal(next.tags, tr.tags) {
+			return next
+		}
+		tr = next
+	}
+}
+
+// listTruth is one LIST of the Apps (and the names of the other row kinds).
+func (e *chaosEnv) listTruth(t *testing.T) *truth {
 	t.Helper()
 	dyn := e.c.Dynamic()
 	list, err := dyn.Resource(cluster.GVR(projection.KindApp)).Namespace(e.namespace).List(t.Context(), metav1.ListOptions{})
@@ -243,7 +269,8 @@ func (e *chaosEnv) truth(t *testing.T) *truth {
 }
 
 // converge waits until every client's view equals tr and returns how long
-// it took; on the deadline it reports the clients that differ.
+// it took, counted from its call (after truth has settled); on the deadline
+// it reports the clients that differ.
 func (e *chaosEnv) converge(t *testing.T, cs []*esClient, tr *truth) (time.Duration, bool) {
 	t.Helper()
 	start := time.Now()
