@@ -62,10 +62,14 @@ func cleanTag(tag string) bool {
 	return true
 }
 
-// findTag finds the scalar node of the App's spec.image.tag.
+// findTag finds the scalar node of the App's spec.image.tag. The whole
+// file is read first: a file with a document that does not parse, or one
+// that declares the App twice, is refused, so an edit never writes back a
+// file that was broken past the App it changed.
 func findTag(content []byte, namespace, name, defaultNS string) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(content))
-	found := false
+	var tag *yaml.Node
+	found, first := false, 0
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
@@ -90,17 +94,23 @@ func findTag(content []byte, namespace, name, defaultNS string) (*yaml.Node, err
 		if str(get(md, "name")) != name || ns != namespace {
 			continue
 		}
-		found = true
-		t := get(get(get(root, "spec"), "image"), "tag")
-		if t == nil || t.Kind != yaml.ScalarNode || t.Tag == "!!null" {
-			return nil, ErrNoTag
+		if found {
+			return nil, fmt.Errorf("the file declares App %s/%s twice (lines %d and %d); keep one", namespace, name, first, root.Line)
 		}
-		return t, nil
+		found, first = true, root.Line
+		if t := get(get(get(root, "spec"), "image"), "tag"); t != nil && t.Kind == yaml.ScalarNode && t.Tag != "!!null" {
+			tag = t
+		} else {
+			tag = &yaml.Node{} // no tag to edit; the rest of the file is still read
+		}
 	}
 	if !found {
 		return nil, fmt.Errorf("the file declares no App %s/%s", namespace, name)
 	}
-	return nil, ErrNoTag
+	if tag.Kind != yaml.ScalarNode {
+		return nil, ErrNoTag
+	}
+	return tag, nil
 }
 
 func get(m *yaml.Node, key string) *yaml.Node {

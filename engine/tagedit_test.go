@@ -57,12 +57,23 @@ func TestEditTagSplicesOnlyTheTag(t *testing.T) {
 	if _, _, _, err := EditTag([]byte("kind: App\nmetadata: {name: a}\nspec: {image: {repository: r}}\n"), "hanzo", "a", "hanzo", "v1.0.0"); err != ErrNoTag {
 		t.Errorf("no tag: %v", err)
 	}
+	// A later document that does not parse, or the App declared twice,
+	// refuses the edit rather than writing the broken file back.
+	broken := strings.Replace(tagFile, "kind: App\nmetadata: {name: api}", "kind: data: {name: api}", 1)
+	if _, _, _, err := EditTag([]byte(broken), "hanzo", "web", "hanzo", "v3.0.0"); err == nil || !strings.Contains(err.Error(), "not YAML") {
+		t.Errorf("a broken later document: %v", err)
+	}
+	twice := tagFile + "---\nkind: App\nmetadata: {name: web, namespace: hanzo}\nspec: {image: {tag: v2}}\n"
+	if _, _, _, err := EditTag([]byte(twice), "hanzo", "web", "hanzo", "v3.0.0"); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("the App twice: %v", err)
+	}
 }
 
 // FuzzEditTag: whatever the file, an edit that succeeds yields YAML that
 // parses and differs from the input only in the tag's bytes.
 func FuzzEditTag(f *testing.F) {
 	f.Add([]byte(tagFile), "v3.0.0")
+	f.Add([]byte(strings.Replace(tagFile, "kind: App\nmetadata: {name: api}", "kind: data: {name: api}", 1)), "v3.0.0")
 	f.Add([]byte("kind: App\nmetadata:\n  name: web\nspec:\n  image:\n    tag: 'v1'\n"), "v2.0.0")
 	f.Add([]byte("kind: App\nmetadata: {name: web, namespace: hanzo}\nspec: {image: {tag: v1}} # x\n"), "v10.0.0")
 	f.Add([]byte("kind: App\nmetadata:\n  name: web\nspec:\n  image:\n    tag: |\n      v1\n"), "v2.0.0")
