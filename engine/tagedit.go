@@ -100,14 +100,12 @@ func findTag(content []byte, namespace, name, defaultNS string) (*yaml.Node, err
 		found, first = true, root.Line
 		if t := get(get(get(root, "spec"), "image"), "tag"); t != nil && t.Kind == yaml.ScalarNode && t.Tag != "!!null" {
 			tag = t
-		} else {
-			tag = &yaml.Node{} // no tag to edit; the rest of the file is still read
 		}
 	}
 	if !found {
 		return nil, fmt.Errorf("the file declares no App %s/%s", namespace, name)
 	}
-	if tag.Kind != yaml.ScalarNode {
+	if tag == nil {
 		return nil, ErrNoTag
 	}
 	return tag, nil
