@@ -21,25 +21,11 @@ import (
 // receive every event, in order, while it is stalled.
 func TestStalledClientIsCutOff(t *testing.T) {
 	const readers, events, queue = 100, 600, 256
-	// Small socket buffers, so the stalled client's writer blocks after a
-	// few kilobytes rather than megabytes.
-	e := newEnv(t, stream.Options{QueueSize: queue}, newFleet(7, 5), func(s *http.Server) {
-		s.ConnState = func(c net.Conn, s http.ConnState) {
-			if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
-				_ = tc.SetWriteBuffer(4096)
-			}
-		}
-	})
+	e := newSmallBufferEnv(t, queue)
 	from := e.store.Snapshot().Revision
 
 	// The stalled client: sends the request and never reads.
-	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(conn, "GET /apps?resourceVersion=%d HTTP/1.1\r\nHost: x\r\nX-Identity: all\r\n\r\n", from)
+	conn := stalled(t, e, fmt.Sprintf("GET /apps?resourceVersion=%d HTTP/1.1\r\nHost: x\r\nX-Identity: all\r\n\r\n", from))
 
 	var received [readers]atomic.Int64
 	var wg sync.WaitGroup
@@ -121,26 +107,14 @@ func TestStalledClientIsCutOff(t *testing.T) {
 // live subscriber, and its connection ends.
 func TestStalledReplayIsCutOff(t *testing.T) {
 	const backlog, more, queue = 2000, 600, 256
-	e := newEnv(t, stream.Options{QueueSize: queue}, newFleet(7, 5), func(s *http.Server) {
-		s.ConnState = func(c net.Conn, s http.ConnState) {
-			if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
-				_ = tc.SetWriteBuffer(4096)
-			}
-		}
-	})
+	e := newSmallBufferEnv(t, queue)
 	from := e.store.Snapshot().Revision
 	for range backlog {
 		e.apply(e.fleet.nextAppChange())
 	}
 	waitFor(t, 10*time.Second, "the backlog in the ring", func() bool { return e.hub.Stats().Events >= backlog })
 
-	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(conn, "GET /apps HTTP/1.1\r\nHost: x\r\nX-Identity: all\r\nLast-Event-ID: %d\r\n\r\n", from)
+	conn := stalled(t, e, fmt.Sprintf("GET /apps HTTP/1.1\r\nHost: x\r\nX-Identity: all\r\nLast-Event-ID: %d\r\n\r\n", from))
 	waitFor(t, 10*time.Second, "the stream to start", func() bool { return e.hub.Stats().Subscribers == 0 && e.hub.Stats().Events >= backlog })
 
 	go func() {
@@ -156,4 +130,31 @@ func TestStalledReplayIsCutOff(t *testing.T) {
 	if _, err := io.Copy(io.Discard, bufio.NewReader(conn)); err != nil {
 		t.Errorf("stalled connection: %v; want EOF", err)
 	}
+}
+
+// newSmallBufferEnv serves with 4 KiB socket write buffers, so a stalled
+// client's writer blocks after a few kilobytes rather than megabytes.
+func newSmallBufferEnv(t *testing.T, queue int) *env {
+	return newEnv(t, stream.Options{QueueSize: queue}, newFleet(7, 5), func(s *http.Server) {
+		s.ConnState = func(c net.Conn, s http.ConnState) {
+			if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
+				_ = tc.SetWriteBuffer(4096)
+			}
+		}
+	})
+}
+
+// stalled opens a connection with a small read buffer, sends request and
+// reads nothing; the connection is closed when the test ends.
+func stalled(t *testing.T, e *env, request string) net.Conn {
+	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
