@@ -149,20 +149,62 @@ func (c *Cluster) EtcdURL() string { return c.etcd.url }
 // the current revision when the API server starts, so CompactEtcd followed
 // by RestartAPIServer makes every older resourceVersion 410 Gone for good,
 // which is how a test forces an informer to relist from scratch.
+//
+// The compaction gets maintenanceBudget(revision): a physical compaction
+// of a 10,000-App fleet's history takes minutes, not seconds.
 func (c *Cluster) CompactEtcd(t testing.TB) int64 {
 	t.Helper()
-	ctx := t.Context()
-	rev, err := c.etcd.revision(ctx)
+	rev, err := c.etcd.compact(t.Context())
 	if err != nil {
-		t.Fatalf("compact etcd: %v", err)
-	}
-	var out struct{}
-	req := map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}
-	err = c.etcd.call(ctx, http.MethodPost, "/v3/kv/compaction", req, &out)
-	if err != nil && !strings.Contains(err.Error(), "required revision has been compacted") {
-		t.Fatalf("compact etcd at revision %d: %v", rev, err)
+		t.Fatal(err)
 	}
 	return rev
+}
+
+// maintenanceBudget is how long a compaction or a defragmentation of a
+// store at revision rev may take: five minutes, and another minute for
+// every 25,000 revisions past the first 100,000 (a 10,000-App fleet is at
+// about 350,000: 15 minutes). Both steps rewrite the whole database, and
+// on a two-core machine they take about as long as each other.
+func maintenanceBudget(rev int64) time.Duration {
+	d := 5 * time.Minute
+	if extra := rev - 100_000; extra > 0 {
+		d += time.Duration((extra+24_999)/25_000) * time.Minute
+	}
+	return d
+}
+
+// maintain runs one maintenance step (a POST to path) within budget; a
+// failure names the step and how long it ran.
+func (e *etcd) maintain(ctx context.Context, step, path string, in any, budget time.Duration) error {
+	start := time.Now()
+	err := e.callWithin(ctx, budget, http.MethodPost, path, in, &struct{}{})
+	if err != nil {
+		return fmt.Errorf("%s: failed after %s (budget %s): %w", step, time.Since(start).Round(time.Millisecond), budget, err)
+	}
+	return nil
+}
+
+// compact compacts etcd's history up to its current revision, physically,
+// within maintenanceBudget, and returns the revision. Compacting at a
+// revision already compacted is not an error.
+func (e *etcd) compact(ctx context.Context) (int64, error) {
+	rev, err := e.revision(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("compact etcd: %w", err)
+	}
+	req := map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}
+	err = e.maintain(ctx, fmt.Sprintf("compact etcd at revision %d", rev), "/v3/kv/compaction", req, maintenanceBudget(rev))
+	if err != nil && !strings.Contains(err.Error(), "required revision has been compacted") {
+		return rev, err
+	}
+	return rev, nil
+}
+
+// defragment rewrites etcd's database without the space compaction freed,
+// within the budget of a store at revision rev.
+func (e *etcd) defragment(ctx context.Context, rev int64) error {
+	return e.maintain(ctx, "defragment etcd", "/v3/maintenance/defragment", struct{}{}, maintenanceBudget(rev))
 }
 
 // poll calls ready until it says yes, the process exits (errExited) or the
