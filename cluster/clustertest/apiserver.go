@@ -46,9 +46,10 @@ func writeTokenFile(path string, users []user) error {
 	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
-// startAPIServer starts kube-apiserver and waits for /readyz; meanwhile is
-// called before each readiness check, to use the API while it comes up.
-func startAPIServer(bin, dir, etcdURL string, p *pki, tokenFile, adminToken string, budget time.Duration, meanwhile func(*apiserver)) (*apiserver, error) {
+// startAPIServer starts kube-apiserver with extra flags after the standard
+// ones and waits for /readyz; meanwhile is called before each readiness
+// check, to use the API while it comes up.
+func startAPIServer(bin, dir, etcdURL string, p *pki, tokenFile, adminToken string, extra []string, budget time.Duration, meanwhile func(*apiserver)) (*apiserver, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(p.caPEM)
 	client := &http.Client{
@@ -65,7 +66,7 @@ func startAPIServer(bin, dir, etcdURL string, p *pki, tokenFile, adminToken stri
 			url:    fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
 			token:  adminToken,
 			client: client,
-			proc: newProcess("kube-apiserver", bin, filepath.Join(dir, "kube-apiserver.log"), []string{
+			proc: newProcess("kube-apiserver", bin, filepath.Join(dir, "kube-apiserver.log"), append([]string{
 				"--etcd-servers=" + etcdURL,
 				"--bind-address=127.0.0.1",
 				"--advertise-address=127.0.0.1",
@@ -90,7 +91,7 @@ func startAPIServer(bin, dir, etcdURL string, p *pki, tokenFile, adminToken stri
 				// On SIGTERM, end open watches at once instead of waiting
 				// for the HTTP server's timeout (a minute with informers).
 				"--shutdown-watch-termination-grace-period=1s",
-			}),
+			}, extra...)),
 		}
 		if err := a.proc.start(); err != nil {
 			return nil, err

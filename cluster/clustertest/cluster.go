@@ -41,6 +41,7 @@ type options struct {
 	users       []user
 	podStatus   PodStatusFunc
 	snapshot    *snapshotOption
+	auditLog    bool
 }
 
 // WithControllers also starts kube-controller-manager, kube-scheduler, the
@@ -170,8 +171,14 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 			install = append(install, name)
 		}
 	}
+	var apiArgs []string
+	if o.auditLog {
+		if apiArgs, err = auditArgs(c.Dir); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c.apiserver, err = startAPIServer(apiBin, c.Dir, c.etcd.url, c.pki, tokenFile, c.users[AdminUser].token,
-		startBudget, c.createCRDsEarly(t.Context(), install))
+		apiArgs, startBudget, c.createCRDsEarly(t.Context(), install))
 	if c.apiserver != nil {
 		c.own(c.apiserver.proc)
 	}

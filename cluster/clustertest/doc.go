@@ -54,6 +54,19 @@
 // fresh namespace without a controller; service-account tokens can still
 // be issued with the generated signing key.
 //
+// # Audit log
+//
+// WithAuditLog has kube-apiserver keep an audit log, Dir/audit.log (JSON
+// lines, policy in Dir/audit-policy.yaml): one event at level Metadata for
+// each create, update, patch, delete and deletecollection once its
+// response is complete, none for reads and watches. The log is written in
+// blocking mode, each event before its response is sent, so a write is in
+// it as soon as the call returns. AuditEvents parses the whole log into
+// verb, user, user agent, object, status code and timestamps; a test tells
+// its clients apart by rest.Config.UserAgent. The API server's own writes
+// and the harness's are in it too. The log is never rotated, and
+// RestartAPIServer appends to it with the same flags.
+//
 // # Controllers and the fake kubelet
 //
 // WithControllers (or StartControllers) runs kube-controller-manager with
