@@ -75,8 +75,12 @@ bench-fold:
 # 1,000 Apps from a git server into a real API server, cold (all created) and
 # warm (one tag changed), the engine and kubectl apply --server-side of the
 # same files side by side in one run.
+# Then the engine as a replicated service: App writes per change with one
+# replica and with three, and the fail-over time after a kill -9 of the
+# leader (median of 5).
 bench-engine: tools
 	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench '^BenchmarkEngineVsKubectl$$' -benchtime 1x -count 3 -timeout 30m ./engine/
+	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench '^BenchmarkEngineReplicas$$' -benchtime 1x -timeout 30m -v ./cmd/deployd/load/
 
 bench: bench-fold
 	$(GO) test -run '^$$' -bench 'Apply|List|Derive' -benchmem -benchtime 300x ./projection/

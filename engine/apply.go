@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,23 +35,35 @@ func gvr(k projection.Kind) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: ki.Group, Version: ki.Version, Resource: ki.Resource}
 }
 
-// listLive lists the live objects of the allowed kinds that carry this
-// instance's label: one request per kind, whatever the fleet's size. A kind
-// whose CRD is not served has none.
-func (e *Engine) listLive(ctx context.Context) (map[objKey]*unstructured.Unstructured, error) {
-	live := map[objKey]*unstructured.Unstructured{}
-	sel := projection.LabelEngineInstance + "=" + e.cfg.Instance
+// liveSet is what a run found live: the objects of the allowed kinds
+// carrying this instance's label (ours), and the instance named by the
+// label of those carrying another's (theirs).
+type liveSet struct {
+	ours   map[objKey]*unstructured.Unstructured
+	theirs map[objKey]string
+}
+
+// listLive lists the live objects of the allowed kinds that carry a
+// tracking label (any instance's): one request per kind, whatever the
+// fleet's size. A kind whose CRD is not served has none.
+func (e *Engine) listLive(ctx context.Context) (liveSet, error) {
+	live := liveSet{ours: map[objKey]*unstructured.Unstructured{}, theirs: map[objKey]string{}}
 	for _, k := range e.cfg.Allow {
-		list, err := e.dyn.Resource(gvr(k)).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		list, err := e.dyn.Resource(gvr(k)).List(ctx, metav1.ListOptions{LabelSelector: projection.LabelEngineInstance})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("list live %s objects: %s", k, safeAPIError(err))
+			return live, fmt.Errorf("list live %s objects: %s", k, safeAPIError(err))
 		}
 		for i := range list.Items {
 			u := &list.Items[i]
-			live[objKey{k, u.GetNamespace(), u.GetName()}] = u
+			key := objKey{k, u.GetNamespace(), u.GetName()}
+			if inst := u.GetLabels()[projection.LabelEngineInstance]; inst == e.cfg.Instance {
+				live.ours[key] = u
+			} else {
+				live.theirs[key] = inst
+			}
 		}
 	}
 	return live, nil
@@ -64,6 +78,20 @@ func prepare(u *unstructured.Unstructured) {
 	delete(u.Object, "status")
 }
 
+// desiredObject turns an admitted object into its desired state: prepared,
+// with the instance label. It answers the hash of the rendered object.
+func (e *Engine) desiredObject(u *unstructured.Unstructured) string {
+	prepare(u)
+	hash := desiredHash(u)
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[projection.LabelEngineInstance] = e.cfg.Instance
+	u.SetLabels(labels)
+	return hash
+}
+
 // desiredHash is a hash of the object as rendered (after policy filled its
 // namespace): it changes exactly when the desired state does.
 func desiredHash(u *unstructured.Unstructured) string {
@@ -72,39 +100,54 @@ func desiredHash(u *unstructured.Unstructured) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// apply sends the objects whose desired state changed or whose live state
-// drifted, up to applyWorkers at once, and reports every admitted object. It
-// also returns the desired objects by key, for Desired.
-func (e *Engine) apply(ctx context.Context, r run, objs []admittedObj, live map[objKey]*unstructured.Unstructured) ([]projection.ReconcileResult, map[objKey]map[string]any) {
-	results := make([]projection.ReconcileResult, len(objs))
-	desired := make(map[objKey]map[string]any, len(objs))
-	type job struct {
-		i       int
-		send    *unstructured.Unstructured
-		created bool
-		heal    bool
-	}
-	var jobs []job
-	for i, o := range objs {
-		u := o.obj
-		prepare(u)
-		hash := desiredHash(u)
-		labels := u.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[projection.LabelEngineInstance] = e.cfg.Instance
-		u.SetLabels(labels)
-		desired[o.key] = u.DeepCopy().Object
+// applyJob is one object to send.
+type applyJob struct {
+	i       int // its index in plan.objs and in the results
+	send    *unstructured.Unstructured
+	created bool
+	heal    bool
+}
 
-		ann := u.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
+// applyPlan is what a run sends: the objects whose desired state changed or
+// whose live state drifted, and the verdicts reached without a request.
+type applyPlan struct {
+	objs    []admittedObj
+	jobs    []applyJob
+	results []projection.ReconcileResult // one per obj, filled by send
+	held    []projection.ReconcileResult // owned by another instance, or skipped
+	skipped int                          // how many of held are Skipped
+	desired map[objKey]map[string]any
+}
+
+// plan decides, for every admitted object, whether to send it. An object
+// labelled for another instance is SyncFailed and untouched; one whose
+// live copy carries reconcile: disabled is Skipped; an unchanged one is
+// Synced "unchanged".
+func (e *Engine) plan(r run, objs []admittedObj, live liveSet) applyPlan {
+	p := applyPlan{desired: make(map[objKey]map[string]any, len(objs))}
+	for _, o := range objs {
+		u := o.obj
+		hash := e.desiredObject(u)
+		p.desired[o.key] = u.DeepCopy().Object
+		if owner, ok := live.theirs[o.key]; ok {
+			p.held = append(p.held, failed(o.resource, r, fmt.Sprintf(
+				"owned by engine instance %q (label %s): not touched; remove it from one of the two repositories", owner, projection.LabelEngineInstance)))
+			continue
 		}
-		l := live[o.key]
+		l := live.ours[o.key]
 		var lann map[string]string
 		if l != nil {
 			lann = l.GetAnnotations()
+		}
+		if lann[projection.AnnotationReconcile] == projection.Disabled {
+			p.held = append(p.held, projection.ReconcileResult{Resource: o.resource, Status: projection.ResultSkipped,
+				Message: dry(r, "skipped: the live object has "+projection.AnnotationReconcile+": disabled")})
+			p.skipped++
+			continue
+		}
+		ann := u.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
 		}
 		sameDesired := l != nil && lann[AnnotationDesiredHash] == hash
 		if sameDesired {
@@ -120,54 +163,90 @@ func (e *Engine) apply(ctx context.Context, r run, objs []admittedObj, live map[
 		ann[AnnotationDesiredHash] = hash
 		u.SetAnnotations(ann)
 
-		results[i].Resource = o.resource
+		i := len(p.objs)
+		p.objs = append(p.objs, o)
+		res := projection.ReconcileResult{Resource: o.resource}
 		if sameDesired && subset(u.Object, l.Object) {
-			results[i].Status, results[i].Message = projection.ResultSynced, dry(r, "unchanged")
-			continue
+			res.Status, res.Message = projection.ResultSynced, dry(r, "unchanged")
+		} else {
+			p.jobs = append(p.jobs, applyJob{i: i, send: u, created: l == nil, heal: sameDesired})
 		}
-		jobs = append(jobs, job{i: i, send: u, created: l == nil, heal: sameDesired})
+		p.results = append(p.results, res)
 	}
+	return p
+}
 
+// send applies the plan's jobs, up to applyWorkers at once, and answers a
+// result for every planned object. A panic in a worker fails the run (the
+// other objects are still sent; the next run sends this one again).
+func (e *Engine) send(ctx context.Context, r run, p applyPlan) ([]projection.ReconcileResult, error) {
+	results := p.results
+	var panicked atomic.Pointer[string]
 	var wg sync.WaitGroup
-	next := make(chan job)
-	for w := 0; w < min(applyWorkers, len(jobs)); w++ {
+	next := make(chan applyJob)
+	for w := 0; w < min(applyWorkers, len(p.jobs)); w++ {
 		wg.Go(func() {
 			for j := range next {
-				o := objs[j.i]
-				res := &results[j.i]
-				opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-				if r.dryRun {
-					opts.DryRun = []string{metav1.DryRunAll}
-				}
-				out, err := e.dyn.Resource(gvr(o.key.kind)).Namespace(o.key.namespace).Apply(ctx, o.key.name, j.send, opts)
-				if err != nil {
-					res.Status, res.Message = projection.ResultSyncFailed, dry(r, safeAPIError(err))
-					continue
-				}
-				res.Status = projection.ResultSynced
-				switch {
-				case j.heal:
-					res.Message = "self-healed: live state had drifted from git"
-				case j.created && out.GetGeneration() <= 1 && !out.GetCreationTimestamp().Time.Before(r.start.Add(-time.Second)):
-					res.Message = "created"
-				case j.created:
-					res.Message = "adopted: applied to an existing object that was not tracked"
-				default:
-					res.Message = "configured"
-				}
-				if r.dryRun {
-					res.Message = "would be " + res.Message
-				}
-				res.Message = dry(r, res.Message)
+				func() {
+					defer func() {
+						if v := recover(); v != nil {
+							msg := fmt.Sprint(v)
+							panicked.CompareAndSwap(nil, &msg)
+							e.log.Error("engine apply worker panicked", "id", r.id, "resource", p.objs[j.i].resource, "panic", msg, "stack", string(debug.Stack()))
+							results[j.i].Status, results[j.i].Message = projection.ResultSyncFailed, dry(r, "the engine failed internally while applying it")
+						}
+					}()
+					e.stage("apply")
+					e.applyOne(ctx, r, p.objs[j.i], j, &results[j.i])
+				}()
 			}
 		})
 	}
-	for _, j := range jobs {
+	for _, j := range p.jobs {
 		next <- j
 	}
 	close(next)
 	wg.Wait()
-	return results, desired
+	if panicked.Load() != nil {
+		return nil, errInternal
+	}
+	return results, nil
+}
+
+// applyOne sends one object with server-side apply and words its result.
+func (e *Engine) applyOne(ctx context.Context, r run, o admittedObj, j applyJob, res *projection.ReconcileResult) {
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	if r.dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	if ctx.Err() != nil { // the run's time, or the leader's term, is over
+		res.Status, res.Message = projection.ResultSyncFailed, dry(r, safeAPIError(ctx.Err()))
+		return
+	}
+	if err := e.fenced(); err != nil {
+		res.Status, res.Message = projection.ResultSyncFailed, dry(r, err.Error())
+		return
+	}
+	out, err := e.dyn.Resource(gvr(o.key.kind)).Namespace(o.key.namespace).Apply(ctx, o.key.name, j.send, opts)
+	if err != nil {
+		res.Status, res.Message = projection.ResultSyncFailed, dry(r, safeAPIError(err))
+		return
+	}
+	res.Status = projection.ResultSynced
+	switch {
+	case j.heal:
+		res.Message = "self-healed: live state had drifted from git"
+	case j.created && out.GetGeneration() <= 1 && !out.GetCreationTimestamp().Time.Before(r.start.Add(-time.Second)):
+		res.Message = "created"
+	case j.created:
+		res.Message = "adopted: applied to an existing object that was not tracked"
+	default:
+		res.Message = "configured"
+	}
+	if r.dryRun {
+		res.Message = "would be " + res.Message
+	}
+	res.Message = dry(r, res.Message)
 }
 
 // subset reports whether every field of want is in have with the same

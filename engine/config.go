@@ -47,6 +47,16 @@ type Config struct {
 	Push bool
 	// CacheDir holds the fetched repository.
 	CacheDir string
+	// Lease, when set, makes the engine one writer among replicas: only
+	// the holder of the Lease runs it (see LeaseConfig). Nil: this process
+	// runs it alone.
+	Lease *LeaseConfig
+}
+
+// LeaseName is the default name of the engine's Lease and state
+// ConfigMap for an instance.
+func LeaseName(instance string) string {
+	return strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace("deployd-engine-" + instance))
 }
 
 // Defaults is the configuration of DESIGN.md §13 with nothing set.
@@ -122,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Allow) == 0 {
 		return bad("Allow", "the allow-list is empty")
+	}
+	if c.Lease != nil {
+		return c.Lease.validate()
 	}
 	return nil
 }

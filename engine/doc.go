@@ -20,6 +20,30 @@
 // with receive-pack enabled so that a write-back's pushes can be tested
 // against the same server.
 //
+// # Render
+//
+// Render runs under the run's context: plain files are rendered one by one,
+// checking the context between files; a kustomize build (krusty, in
+// process) still running when the context ends leaves the render at once
+// with a RenderError saying it ran past the run's deadline, and finishes in
+// the background (one build runs at a time). The build reads an in-memory
+// copy of the commit's regular files, so a symlink is never followed
+// (Files leaves it out); plugins (exec, container, Go) are off and loads are
+// restricted to each kustomization's root. Before the build, every
+// kustomization in the tree is checked: a string in any field that is a URL
+// or a remote git reference (a resource, base or component; a patch,
+// replacement, configuration, CRD, OpenAPI or generator file path) fails the
+// render with an error naming the kustomization and the field
+// (patches[0].path), and so does Helm in any form (helmCharts, helmGlobals,
+// helmChartInflationGenerator, a HelmChartInflationGenerator configuration).
+// A generator, transformer or validator must be inline or a file of the
+// repository (not a folder), and its configuration is checked the same way.
+// Values kustomize only copies into objects (metadata, annotations, labels,
+// literals, inline patches) may hold URLs. kustomize's loader takes no HTTP
+// client or cloner (it fetches an http(s) path with a default client, and
+// clones a remote base with the git binary), so this check is what keeps a
+// build off the network.
+//
 // # Apply
 //
 // Server-side apply through client-go's dynamic client (Apply with field
@@ -77,8 +101,9 @@
 //
 // Apply a kind outside the allow-list, write outside the namespace map,
 // push to another branch, force a push, commit a change to another file or
-// line, create a namespace, delete an object without the instance label, prune
-// past the fuse, or send credentials over plain http to a host other than a
-// loopback one. It never talks to the projection or the stream: what it
-// applies comes back through the watch.
+// line, render anything but the commit's regular files (no URL, remote
+// base, Helm chart or symlink), create a namespace, delete an object without
+// the instance label, prune past the fuse, or send credentials over plain
+// http to a host other than a loopback one. It never talks to the
+// projection or the stream: what it applies comes back through the watch.
 package engine

@@ -7,13 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/hanzoai/deploy/projection"
 )
@@ -28,11 +29,12 @@ type Engine struct {
 	cfg    Config
 	log    *slog.Logger
 	dyn    dynamic.Interface
+	cs     kubernetes.Interface // the Lease and the state (nil without a Lease)
 	src    *Source
 	policy Policy
 	now    func() time.Time
 
-	runMu sync.Mutex // one run at a time; guards rendered
+	runMu sync.Mutex // one run (or view refresh) at a time; guards rendered
 	// rendered caches the last rendering, by revision.
 	rendered struct {
 		sha  string
@@ -41,14 +43,26 @@ type Engine struct {
 
 	trigger chan string // size 1: triggers coalesce
 
-	mu        sync.Mutex
-	onRun     func(*projection.ReconcileReport, error, time.Duration, time.Time)
-	flights   [2]*flight // in flight: [0] applies, [1] dry runs
-	runs      int64
-	lastRun   *projection.EngineRun
-	nextRunAt *time.Time
-	desired   map[objKey]map[string]any
-	files     map[objKey]string // the file that declared each App
+	mu      sync.Mutex
+	onRun   func(*projection.ReconcileReport, error, time.Duration, time.Time)
+	flights [2]flightSlot // [0] applies, [1] dry runs
+	// st is the state this process keeps: the whole of it without a Lease;
+	// with one, the leader's copy of what it publishes to store.
+	st      state
+	view    view
+	desired map[objKey]map[string]any
+	files   map[objKey]string // the file that declared each App
+
+	// With a Lease: the state in the cluster, the elector, the holder it
+	// last saw, and this replica's term while it leads.
+	store       *stateStore
+	elector     *leaderelection.LeaderElector
+	leaseHolder string
+	term        *term
+
+	// hook, when set (by tests), runs at the start of each stage of a run
+	// ("render", "apply" in each apply worker, "prune").
+	hook func(stage string)
 
 	wbMu   sync.Mutex // one write-back at a time
 	histMu sync.Mutex // guards history
@@ -62,11 +76,25 @@ type Engine struct {
 	beforePush func(attempt int)
 }
 
+// view is which revision desired and files were computed from, and the
+// leader's revision a follower computed them for.
+type view struct{ sha, target string }
+
+// flightSlot holds the run in flight of one kind and the one queued behind
+// it. A caller joins the run in flight only while it has not begun to
+// fetch; after that it joins (or queues) the next, which fetches after the
+// caller arrived.
+type flightSlot struct {
+	current, next *flight
+}
+
 type flight struct {
-	joined int // callers waiting on it (guarded by Engine.mu)
-	done   chan struct{}
-	report *projection.ReconcileReport
-	err    error
+	trigger  string
+	fetching bool // the run began its fetch (guarded by Engine.mu)
+	joined   int  // callers waiting on it (guarded by Engine.mu)
+	done     chan struct{}
+	report   *projection.ReconcileReport
+	err      error
 }
 
 type objKey struct {
@@ -80,6 +108,13 @@ type objKey struct {
 func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Lease != nil {
+		l := *cfg.Lease
+		if l.Name == "" {
+			l.Name = LeaseName(cfg.Instance)
+		}
+		cfg.Lease = &l
 	}
 	if cfg.CacheDir == "" {
 		base, err := os.UserCacheDir()
@@ -98,6 +133,10 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 	if rc.QPS == 0 && rc.RateLimiter == nil {
 		rc.QPS, rc.Burst = -1, 0
 	}
+	if cfg.Lease != nil {
+		// The API server's audit log names the replica behind every write.
+		rc.UserAgent = "deployd-engine/" + cfg.Lease.Identity
+	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
@@ -105,7 +144,7 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{
+	e := &Engine{
 		cfg:     cfg,
 		log:     log,
 		dyn:     dyn,
@@ -113,7 +152,14 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 		policy:  Policy{Allow: cfg.Allow, Namespaces: cfg.Namespaces, DefaultNamespace: cfg.Namespace},
 		now:     time.Now,
 		trigger: make(chan string, 1),
-	}, nil
+	}
+	if cfg.Lease != nil {
+		if e.cs, err = kubernetes.NewForConfig(rc); err != nil {
+			return nil, fmt.Errorf("clientset: %w", err)
+		}
+		e.store = newStateStore(e.cs, cfg.Lease.Namespace, cfg.Lease.Name)
+	}
+	return e, nil
 }
 
 // OnRun sets a function called once per finished run that was not a dry
@@ -129,41 +175,57 @@ func (e *Engine) OnRun(f func(rep *projection.ReconcileReport, err error, took t
 // Config is the engine's configuration (defaults filled in).
 func (e *Engine) Config() Config { return e.cfg }
 
-// Reconcile runs the engine now, or joins the run of the same kind (dry or
-// not) in flight, and answers its report. The run does not end when ctx
-// does; only this caller's wait does. An error means the run could not
-// complete (fetch, render or listing failed); its text is safe for a client.
+// SuspendedError is a reconcile request refused while the engine is
+// suspended; its text names who suspended it and when.
+type SuspendedError struct{ projection.EngineSuspension }
+
+func (e *SuspendedError) Error() string {
+	return fmt.Sprintf("the engine is suspended (by %s at %s): resume it with POST /v1/deploy/gitops/resume",
+		e.By, e.At.UTC().Format(time.RFC3339))
+}
+
+// Conflict marks the refusal as a 409 for the routes.
+func (e *SuspendedError) Conflict() bool { return true }
+
+// Reconcile runs the engine now and answers the run's report: it joins the
+// run of the same kind (dry or not) in flight when that run has not begun
+// to fetch, else the run queued behind it, so the revision it applies was
+// fetched after the call. The run does not end when ctx does; only this
+// caller's wait does. An error means the run could not complete (render or
+// listing failed, or git failed with no commit cached); its text is safe
+// for a client. With a Lease, only the leader runs (ErrNotLeader
+// elsewhere); while the engine is suspended a request is refused
+// (*SuspendedError) and interval and webhook runs are skipped.
 func (e *Engine) Reconcile(ctx context.Context, trigger string, dryRun bool) (*projection.ReconcileReport, error) {
+	if e.cfg.Lease != nil && e.currentTerm() == nil {
+		return nil, ErrNotLeader
+	}
+	if su := e.suspension(); su != nil {
+		if trigger == projection.TriggerRequest {
+			return nil, &SuspendedError{*su}
+		}
+		return nil, errSkipped
+	}
 	i := 0
 	if dryRun {
 		i = 1
 	}
 	e.mu.Lock()
-	f := e.flights[i]
-	if f == nil {
-		f = &flight{done: make(chan struct{})}
-		e.flights[i] = f
-		runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runTimeout)
-		go func() {
-			defer cancel()
-			defer func() {
-				// A run that panics is a bug: its callers get an error, the
-				// process keeps serving.
-				if p := recover(); p != nil {
-					e.log.Error("engine run panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-					f.report, f.err = nil, errors.New("the engine failed internally; see the server log")
-					e.mu.Lock()
-					e.flights[i] = nil
-					e.mu.Unlock()
-					close(f.done)
-				}
-			}()
-			f.report, f.err = e.runOnce(runCtx, trigger, dryRun)
-			e.mu.Lock()
-			e.flights[i] = nil
-			e.mu.Unlock()
-			close(f.done)
-		}()
+	sl := &e.flights[i]
+	var f *flight
+	switch {
+	case sl.current != nil && !sl.current.fetching:
+		f = sl.current
+	case sl.next != nil:
+		f = sl.next
+	default:
+		f = &flight{trigger: trigger, done: make(chan struct{})}
+		if sl.current == nil {
+			sl.current = f
+			go e.fly(i, f, dryRun)
+		} else {
+			sl.next = f // started when the run in flight ends
+		}
 	}
 	f.joined++
 	e.mu.Unlock()
@@ -175,8 +237,53 @@ func (e *Engine) Reconcile(ctx context.Context, trigger string, dryRun bool) (*p
 	}
 }
 
+// errSkipped is an interval or webhook run skipped while suspended.
+var errSkipped = errors.New("the engine is suspended")
+
+// fly runs f, then starts the run queued behind it.
+func (e *Engine) fly(i int, f *flight, dryRun bool) {
+	parent, err := e.runParent()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(parent, runTimeout)
+		f.report, f.err = e.runOnce(ctx, f, dryRun)
+		cancel()
+	} else {
+		f.err = err
+	}
+	e.mu.Lock()
+	sl := &e.flights[i]
+	sl.current, sl.next = sl.next, nil
+	next := sl.current
+	e.mu.Unlock()
+	close(f.done)
+	if next != nil {
+		e.fly(i, next, dryRun)
+	}
+}
+
+// runParent is the context a run lives in: without a Lease, one detached
+// from every caller (they share the run); with one, the term's, which ends
+// when the Lease is lost, so a former leader's run stops before its next
+// write.
+func (e *Engine) runParent() (context.Context, error) {
+	if e.cfg.Lease == nil {
+		return context.Background(), nil
+	}
+	t := e.currentTerm()
+	if t == nil {
+		return nil, ErrNotLeader
+	}
+	return t.ctx, nil
+}
+
+// suspension is the engine's suspension, nil when it runs.
+func (e *Engine) suspension() *projection.EngineSuspension {
+	st := e.state()
+	return st.Suspended
+}
+
 // Trigger queues a run and returns at once; triggers made while one is
-// queued coalesce into it. Run executes it.
+// queued coalesce into it. Run executes it, after any run in flight.
 func (e *Engine) Trigger(trigger string) {
 	select {
 	case e.trigger <- trigger:
@@ -184,10 +291,52 @@ func (e *Engine) Trigger(trigger string) {
 	}
 }
 
-// Run is the self-heal loop: it reconciles every Config.Interval (first at
-// once) and whenever Trigger is called, until ctx ends; then it returns.
-// With a zero interval it runs only on triggers.
+// Run runs the engine until ctx ends. Without a Lease this process runs
+// the loop; with one it campaigns for the Lease and runs the loop while it
+// holds it, and keeps its view of the repository (Desired, Manages) at the
+// leader's revision while it does not.
 func (e *Engine) Run(ctx context.Context) {
+	if e.cfg.Lease == nil {
+		e.loop(ctx)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { e.store.watch(ctx) })
+	wg.Go(func() { e.follow(ctx) })
+	e.campaign(ctx, e.lead)
+	wg.Wait()
+}
+
+// lead is one term: it takes over the state the last leader kept (runs,
+// suspension, staleness), publishes itself as leader, and runs the loop
+// until the term ends.
+func (e *Engine) lead(ctx context.Context) {
+	st, err := e.store.read(ctx)
+	for err != nil && ctx.Err() == nil {
+		e.log.Warn("engine: the new leader cannot read the engine's state; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+		case <-time.After(e.cfg.Lease.RetryPeriod):
+		}
+		st, err = e.store.read(ctx)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	l := e.cfg.Lease
+	st.Leader = &leaderRecord{Identity: l.Identity, URL: l.URL, Since: e.now().UTC().Truncate(time.Second)}
+	st.NextRunAt = nil
+	e.mu.Lock()
+	e.st = st
+	e.mu.Unlock()
+	e.publish(ctx)
+	e.loop(ctx)
+}
+
+// loop is the self-heal loop: it reconciles every Config.Interval (first
+// at once) and whenever Trigger is called, until ctx ends. With a zero
+// interval it runs only on triggers.
+func (e *Engine) loop(ctx context.Context) {
 	var timer *time.Timer
 	if e.cfg.Interval > 0 {
 		timer = time.NewTimer(0)
@@ -207,31 +356,112 @@ func (e *Engine) Run(ctx context.Context) {
 		case trigger = <-e.trigger:
 		}
 		// Errors are in the run's audit line and in Status.
-		_, _ = e.Reconcile(ctx, trigger, false)
-		if timer != nil {
+		if _, err := e.Reconcile(ctx, trigger, false); errors.Is(err, errSkipped) {
+			e.log.Info("engine run skipped: the engine is suspended", "trigger", trigger)
+		}
+		if timer != nil && ctx.Err() == nil {
 			timer.Reset(e.cfg.Interval)
 			next := e.now().Add(e.cfg.Interval).UTC()
 			e.mu.Lock()
-			e.nextRunAt = &next
+			e.st.NextRunAt = &next
 			e.mu.Unlock()
 		}
 	}
 }
 
-// Status is the engine's state for GET /v1/deploy/gitops.
-func (e *Engine) Status() projection.EngineStatus {
+// state is the engine's state: the cluster's copy with a Lease (every
+// replica answers alike), this process's without.
+func (e *Engine) state() state {
+	if e.store != nil {
+		return e.store.get()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := projection.EngineStatus{Enabled: true, Source: e.cfg.Source(), Revision: e.src.Revision(), Runs: e.runs}
-	if e.lastRun != nil {
-		r := *e.lastRun
-		st.LastRun = &r
+	return e.st.clone()
+}
+
+// publish writes the leader's state to the cluster (nothing without a
+// Lease: the state is this process's). A failure is logged; the next run
+// publishes again.
+func (e *Engine) publish(ctx context.Context) {
+	if e.store == nil || e.fenced() != nil {
+		return
 	}
-	if e.nextRunAt != nil {
-		t := *e.nextRunAt
-		st.NextRunAt = &t
+	e.mu.Lock()
+	st := e.st.clone()
+	e.mu.Unlock()
+	if err := e.store.write(ctx, st); err != nil && ctx.Err() == nil {
+		e.log.Warn("engine: the state was not published", "error", err.Error())
 	}
-	return st
+}
+
+// Status is the engine's state for GET /v1/deploy/gitops.
+func (e *Engine) Status() projection.EngineStatus {
+	st := e.state()
+	out := projection.EngineStatus{Enabled: true, Source: e.cfg.Source(), Revision: st.Revision, Runs: st.Runs,
+		LastRun: st.LastRun, NextRunAt: st.NextRunAt, Stale: st.Stale, Suspended: st.Suspended, State: projection.EngineStateOK}
+	if st.Leader != nil {
+		out.Leader = &projection.EngineLeader{Identity: st.Leader.Identity, Since: st.Leader.Since, URL: st.Leader.URL}
+	}
+	switch {
+	case st.Suspended != nil:
+		out.State = projection.EngineStateSuspended
+	case st.Stale != nil:
+		out.State = projection.EngineStateStale
+	}
+	return out
+}
+
+// Suspend stops interval and webhook runs and refuses reconcile requests
+// until Resume; by names who asked. It is kept in the cluster with a Lease
+// (every replica and every restart sees it), so only the leader changes it
+// (ErrNotLeader elsewhere). It answers the status after the change.
+func (e *Engine) Suspend(ctx context.Context, by string) (projection.EngineStatus, error) {
+	return e.setSuspension(ctx, &projection.EngineSuspension{By: by, At: e.now().UTC().Truncate(time.Second)})
+}
+
+// Resume undoes Suspend and queues a run.
+func (e *Engine) Resume(ctx context.Context) (projection.EngineStatus, error) {
+	st, err := e.setSuspension(ctx, nil)
+	if err == nil {
+		e.Trigger(projection.TriggerRequest)
+	}
+	return st, err
+}
+
+func (e *Engine) setSuspension(ctx context.Context, su *projection.EngineSuspension) (projection.EngineStatus, error) {
+	if e.cfg.Lease != nil {
+		t := e.currentTerm()
+		if t == nil {
+			return projection.EngineStatus{}, ErrNotLeader
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = joinContexts(ctx, t.ctx)
+		defer cancel()
+	}
+	e.mu.Lock()
+	if su != nil && e.st.Suspended != nil {
+		su = e.st.Suspended // already suspended: the first suspension stands
+	}
+	e.st.Suspended = su
+	st := e.st.clone()
+	e.mu.Unlock()
+	if e.store != nil {
+		if err := e.fenced(); err != nil {
+			return projection.EngineStatus{}, err
+		}
+		if err := e.store.write(ctx, st); err != nil {
+			return projection.EngineStatus{}, err
+		}
+	}
+	return e.Status(), nil
+}
+
+// joinContexts is a context that ends when either does.
+func joinContexts(a, b context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(a)
+	stop := context.AfterFunc(b, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // Desired is the object as the last rendering declared it (with the
@@ -245,4 +475,26 @@ func (e *Engine) Desired(kind projection.Kind, namespace, name string) (map[stri
 		return nil, false
 	}
 	return runtime.DeepCopyJSON(obj), true
+}
+
+// Instance is the engine's instance: the value of the tracking label on
+// every object it manages.
+func (e *Engine) Instance() string { return e.cfg.Instance }
+
+// SetStageHook sets a function run at the start of each stage of a run
+// ("render"; "apply" in each apply worker, once per object; "prune"). For
+// tests that need a stage to fail; set it before the first run.
+func (e *Engine) SetStageHook(f func(stage string)) {
+	e.mu.Lock()
+	e.hook = f
+	e.mu.Unlock()
+}
+
+func (e *Engine) stage(name string) {
+	e.mu.Lock()
+	h := e.hook
+	e.mu.Unlock()
+	if h != nil {
+		h(name)
+	}
 }

@@ -295,18 +295,20 @@ func testBrokenAndPolicy(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 		t.Error("a refused App exists")
 	}
 
-	// A fetch failure keeps the last good revision and is reported.
+	// A fetch failure keeps the last good revision, which the run applies
+	// (nothing drifted: nothing is sent), and the status says stale.
 	if err := os.Rename(repo.Bare, repo.Bare+".gone"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Rename(repo.Bare+".gone", repo.Bare) })
 	e.applies.Store(0)
-	_, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
-	if err == nil || !strings.HasPrefix(err.Error(), "fetch "+repo.URL+" main: ") {
-		t.Fatalf("got %v, want a fetch error naming the repository", err)
+	rep, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	if err != nil || rep.Revision != sha {
+		t.Fatalf("a run with the repository gone: %v, %+v; want the cached revision %s", err, rep, sha)
 	}
-	if st := e.Status(); st.Revision != sha || st.LastRun.Error != err.Error() || e.applies.Load() != 0 {
-		t.Errorf("after a failed fetch: revision %s (want %s), last run %+v, %d applies", st.Revision, sha, st.LastRun, e.applies.Load())
+	st := e.Status()
+	if st.Revision != sha || st.State != projection.EngineStateStale || st.Stale == nil || !strings.HasPrefix(st.Stale.Error, "fetch "+repo.URL+" main: ") || e.applies.Load() != 0 {
+		t.Errorf("after a failed fetch: revision %s (want %s), state %q, stale %+v, %d applies", st.Revision, sha, st.State, st.Stale, e.applies.Load())
 	}
 }
 
@@ -354,8 +356,9 @@ func testSelfHeal(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) 
 	})
 }
 
-// Check 5, concurrency: callers that arrive while a run is in flight share
-// it: one fetch, one apply per changed object, one report.
+// Check 5, concurrency: callers that arrive while a run is fetching share
+// the next run, which fetches after they arrived: one more fetch, one
+// apply per changed object, one report for all of them.
 func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	repo := srv.NewRepo(t, "fleet5")
 	repo.Commit(t, "three apps", map[string]string{"crs/s1.yaml": appYAML("s-app1", "hanzo", "v1"), "crs/s2.yaml": appYAML("s-app2", "hanzo", "v1"), "crs/s3.yaml": appYAML("s-app3", "hanzo", "v1")})
@@ -368,30 +371,45 @@ func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 		}
 	})
 	const callers = 8
-	release := srv.Hold(t) // the run's fetch waits until every caller joined
+	release := srv.Hold(t) // the first run's fetch waits until every caller queued
 	reports := make([]*projection.ReconcileReport, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
-	for i := range callers {
+	wg.Go(func() { reports[0], errs[0] = e.Reconcile(t.Context(), projection.TriggerRequest, false) })
+	c.WaitFor(t, 10*time.Second, func() (bool, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.flights[0].current != nil && e.flights[0].current.fetching, nil
+	})
+	// The push these callers stand for may have landed after that fetch
+	// began: they get the run behind it.
+	sha := repo.CommitBehind(t, "a fourth app", map[string]string{"crs/s4.yaml": appYAML("s-app4", "hanzo", "v1")})
+	for i := 1; i < callers; i++ {
 		wg.Go(func() { reports[i], errs[i] = e.Reconcile(t.Context(), projection.TriggerRequest, false) })
 	}
 	c.WaitFor(t, 10*time.Second, func() (bool, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.flights[0] != nil && e.flights[0].joined == callers, nil
+		return e.flights[0].next != nil && e.flights[0].next.joined == callers-1, nil
 	})
 	release()
 	wg.Wait()
 	for i := range callers {
-		if errs[i] != nil || reports[i] != reports[0] {
-			t.Fatalf("caller %d: %v, report shared %v", i, errs[i], reports[i] == reports[0])
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v", i, errs[i])
+		}
+		if i > 0 && reports[i] != reports[1] {
+			t.Fatalf("caller %d did not share the run behind the first", i)
 		}
 	}
-	if e.applies.Load() != 3 || e.Status().Runs != 1 || reports[0].Synced != 3 || hooked.Load() != 1 {
-		t.Fatalf("%d callers: %d applies (want 3), %d runs (want 1), %d OnRun calls (want 1)", callers, e.applies.Load(), e.Status().Runs, hooked.Load())
+	if reports[1].Revision != sha || reports[1].Synced != 4 {
+		t.Fatalf("the queued callers' run: revision %s (want %s, fetched after they arrived), %d synced (want 4)", reports[1].Revision, sha, reports[1].Synced)
 	}
-	if _, err := e.Reconcile(t.Context(), projection.TriggerRequest, true); err != nil || hooked.Load() != 1 {
-		t.Fatalf("a dry run: %v, %d OnRun calls (want still 1)", err, hooked.Load())
+	if e.applies.Load() != 4 || e.Status().Runs != 2 || hooked.Load() != 2 {
+		t.Fatalf("%d callers: %d applies (want 4), %d runs (want 2), %d OnRun calls (want 2)", callers, e.applies.Load(), e.Status().Runs, hooked.Load())
+	}
+	if _, err := e.Reconcile(t.Context(), projection.TriggerRequest, true); err != nil || hooked.Load() != 2 {
+		t.Fatalf("a dry run: %v, %d OnRun calls (want still 2)", err, hooked.Load())
 	}
 	// A caller that gives up does not cancel the run the others share.
 	repo.Commit(t, "bump s-app2", map[string]string{"crs/s2.yaml": appYAML("s-app2", "hanzo", "v2")})
@@ -402,7 +420,7 @@ func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 	c.WaitFor(t, 10*time.Second, func() (bool, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.flights[0] != nil, nil
+		return e.flights[0].current != nil, nil
 	})
 	quit()
 	if err := <-quitErr; err != context.Canceled {

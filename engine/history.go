@@ -16,21 +16,18 @@ import (
 // historyMax bounds the commits History reads for one App.
 const historyMax = 100
 
-// History is the commits of the engine's branch that touched the App's
-// file, newest first (at most historyMax), each with the tag it declares.
-// The write-back's full clone is fetched when the run's revision is not in
-// it yet; otherwise nothing is fetched. An App the engine does not
-// declare, or one from a kustomize build, has none.
+// History is the commits of the engine's branch that touched the file
+// declaring the App at the branch's head, newest first (at most
+// historyMax), each with the tag it declares. The write-back's full clone
+// is fetched when the last run's revision is not in it yet; otherwise
+// nothing is fetched. An App no file declares, or one from a kustomize
+// build, has none.
 func (e *Engine) History(ctx context.Context, namespace, name string) ([]projection.GitCommit, error) {
-	file, ok := e.Manages(namespace, name)
-	if !ok || file == "" {
-		return nil, nil
-	}
 	branch, err := e.branch()
 	if err != nil {
 		return nil, nil
 	}
-	app := file + " " + namespace + "/" + name
+	app := namespace + "/" + name
 	if !e.wbMu.TryLock() {
 		// A write-back is under way (it may take a reconcile): a read does
 		// not wait for it when it has an answer already.
@@ -44,7 +41,7 @@ func (e *Engine) History(ctx context.Context, namespace, name string) ([]project
 	if err != nil {
 		return nil, fmt.Errorf("the write-back cache: %w", err)
 	}
-	want := e.src.Revision()
+	want := e.state().Revision
 	head, err := r.Reference(baseRef, true)
 	if err != nil || (want != "" && head.Hash().String() != want && !e.contains(r, head.Hash().String(), want)) {
 		if _, err := e.fetchBranch(ctx, r, branch); err != nil {
@@ -56,6 +53,18 @@ func (e *Engine) History(ctx context.Context, namespace, name string) ([]project
 	}
 	if commits, ok := e.cachedHistory(head.Hash().String(), app); ok {
 		return commits, nil
+	}
+	hc, err := r.CommitObject(head.Hash())
+	if err != nil {
+		return nil, err
+	}
+	file, err := e.declaringFile(ctx, r, hc, namespace, name)
+	if err != nil {
+		var we *WriteError
+		if errors.As(err, &we) {
+			return nil, nil // not declared in a file: no history from git
+		}
+		return nil, err
 	}
 	iter, err := r.Log(&git.LogOptions{From: head.Hash(), FileName: &file, Order: git.LogOrderCommitterTime})
 	if err != nil {

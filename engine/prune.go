@@ -7,29 +7,44 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hanzoai/deploy/projection"
 )
 
-// prune deletes the live objects carrying this instance's label that the
-// rendering no longer declares, unless pruning is off or the fuse trips:
-// more candidates than PruneMax, or a larger share of the instance's live
-// objects than PruneMaxRatio. Then every candidate is PruneSkipped and
-// nothing is deleted. Only objects from the labelled list are candidates,
-// and each delete is conditional on the UID and resourceVersion that list
-// saw, so an object relabelled or replaced since is never deleted.
-func (e *Engine) prune(ctx context.Context, r run, declared map[objKey]bool, live map[objKey]*unstructured.Unstructured) []projection.ReconcileResult {
+// prune deletes the live objects carrying this instance's label whose
+// namespace and name no rendered document holds (of any kind, admitted or
+// not: a misspelt apiVersion or kind never deletes what it meant to
+// declare), unless pruning is off or the fuse trips: more candidates than
+// PruneMax, or a larger share of the instance's live objects than
+// PruneMaxRatio. Then every candidate is PruneSkipped and nothing is
+// deleted. An object carrying AnnotationPrune: disabled is never a
+// candidate (PruneSkipped), nor one carrying AnnotationReconcile: disabled
+// (Skipped). Only objects from the labelled list are candidates, and each
+// delete is conditional on the UID and resourceVersion that list saw, so
+// an object relabelled or replaced since is never deleted.
+func (e *Engine) prune(ctx context.Context, r run, names map[nsName]bool, live liveSet) []projection.ReconcileResult {
 	var cands []objKey
 	var out []projection.ReconcileResult
-	for k := range live {
-		if declared[k] {
+	for k, l := range live.ours {
+		if names[nsName{k.namespace, k.name}] {
+			continue
+		}
+		res := resourceOfKind(k.kind, k.namespace, k.name)
+		ann := l.GetAnnotations()
+		switch {
+		case ann[projection.AnnotationReconcile] == projection.Disabled:
+			out = append(out, projection.ReconcileResult{Resource: res, Status: projection.ResultSkipped,
+				Message: dry(r, "skipped: the live object has "+projection.AnnotationReconcile+": disabled; not pruned")})
+			continue
+		case ann[projection.AnnotationPrune] == projection.Disabled:
+			out = append(out, projection.ReconcileResult{Resource: res, Status: projection.ResultPruneSkipped,
+				Message: dry(r, "the live object has "+projection.AnnotationPrune+": disabled; not pruned")})
 			continue
 		}
 		if _, _, ok := e.cfg.Namespaces.Env(k.namespace); !ok {
 			// Outside the namespace map the engine writes nothing, deletes
 			// included; such an object does not count toward the fuse.
-			out = append(out, projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped,
+			out = append(out, projection.ReconcileResult{Resource: res, Status: projection.ResultPruneSkipped,
 				Message: dry(r, fmt.Sprintf("policy: namespace %q is not in the namespace map; not pruned", k.namespace))})
 			continue
 		}
@@ -50,13 +65,23 @@ func (e *Engine) prune(ctx context.Context, r run, declared map[objKey]bool, liv
 	if !e.cfg.Prune {
 		return skip("pruning is off")
 	}
-	n, total := len(cands), len(live)
+	n, total := len(cands), len(live.ours)
 	if n > e.cfg.PruneMax || float64(n) > e.cfg.PruneMaxRatio*float64(total) {
 		return skip(fmt.Sprintf("fuse: %d of the instance's %d objects would be pruned, over the limit of %d objects or %.0f%% (DEPLOY_ENGINE_PRUNE_MAX, DEPLOY_ENGINE_PRUNE_MAX_RATIO); nothing was deleted",
 			n, total, e.cfg.PruneMax, e.cfg.PruneMaxRatio*100))
 	}
 	for _, k := range cands {
-		l := live[k]
+		if ctx.Err() != nil { // the run's time, or the leader's term, is over
+			out = append(out, projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped,
+				Message: dry(r, "not pruned: "+safeAPIError(ctx.Err()))})
+			continue
+		}
+		if err := e.fenced(); err != nil {
+			out = append(out, projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped,
+				Message: dry(r, "not pruned: "+err.Error())})
+			continue
+		}
+		l := live.ours[k]
 		res := projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name)}
 		if l.GetLabels()[projection.LabelEngineInstance] != e.cfg.Instance {
 			continue // never: the list selected on the label

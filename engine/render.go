@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -17,17 +18,21 @@ import (
 // Doc is one rendered object and where it was declared.
 type Doc struct {
 	Object *unstructured.Unstructured
-	File   string // path in the repository ("" for a kustomize build)
+	File   string // path in the repository (for a kustomize build, the kustomization's)
 	Line   int    // first line of its document (1-based; 0 for a kustomize build)
 }
 
 // RenderError is a rendering that failed; its text names the file and line
 // and is safe for a client.
 type RenderError struct {
-	File string
-	Line int
-	Msg  string
+	File  string
+	Line  int
+	Msg   string
+	cause error // ctx.Err() for a render its context ended
 }
+
+// Unwrap answers the context's error when the render ran past its context.
+func (e *RenderError) Unwrap() error { return e.cause }
 
 func (e *RenderError) Error() string {
 	if e.Line > 0 {
@@ -44,12 +49,17 @@ func (e *RenderError) Error() string {
 // recursively, in sorted path order, each document in file order. Empty and
 // comment-only documents are skipped. files maps slash-separated paths
 // relative to the repository root to their content. Any error fails the
-// whole rendering.
-func Render(files map[string][]byte, dir string) ([]Doc, error) {
+// whole rendering. It runs under ctx: when ctx ends first, it answers a
+// RenderError saying the render ran past the run's deadline (errors.Is
+// finds ctx.Err() in it).
+func Render(ctx context.Context, files map[string][]byte, dir string) ([]Doc, error) {
 	dir = cleanDir(dir)
+	if ctx.Err() != nil {
+		return nil, pastDeadline(ctx, dir)
+	}
 	for _, name := range kustomizationNames {
 		if _, ok := files[path.Join(dir, name)]; ok {
-			return renderKustomize(files, dir)
+			return renderKustomize(ctx, files, dir)
 		}
 	}
 	prefix := ""
@@ -65,6 +75,9 @@ func Render(files map[string][]byte, dir string) ([]Doc, error) {
 	sort.Strings(names)
 	var out []Doc
 	for _, name := range names {
+		if ctx.Err() != nil {
+			return nil, pastDeadline(ctx, dir)
+		}
 		docs, err := renderFile(name, files[name])
 		if err != nil {
 			return nil, err

@@ -25,7 +25,7 @@ func TestRenderFiles(t *testing.T) {
 		"other/x.yaml":   []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"),
 		"crs/list.yaml":  []byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: hanzo.ai/v1, kind: App, metadata: {name: l1}}\n- {apiVersion: hanzo.ai/v1, kind: App, metadata: {name: l2}}\n"),
 	}
-	docs, err := Render(files, "crs")
+	docs, err := Render(t.Context(), files, "crs")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestRenderErrorsNameFileAndLine(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Render(map[string][]byte{"crs/apps.yaml": []byte(c.content), "crs/ok.yaml": []byte("apiVersion: hanzo.ai/v1\nkind: App\nmetadata: {name: ok}\n")}, "crs")
+			_, err := Render(t.Context(), map[string][]byte{"crs/apps.yaml": []byte(c.content), "crs/ok.yaml": []byte("apiVersion: hanzo.ai/v1\nkind: App\nmetadata: {name: ok}\n")}, "crs")
 			var re *RenderError
 			if !errors.As(err, &re) {
 				t.Fatalf("got %v, want a RenderError", err)
@@ -86,7 +86,7 @@ func TestRenderKustomize(t *testing.T) {
 		"overlay/kustomization.yaml":   []byte("resources: [../base]\nnamespace: hanzo-devnet\nnamePrefix: dev-\n"),
 		"overlay/ignored-by-kust.yaml": []byte("apiVersion: hanzo.ai/v1\nkind: App\nmetadata: {name: not-listed}\n"),
 	}
-	docs, err := Render(files, "overlay")
+	docs, err := Render(t.Context(), files, "overlay")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestRenderKustomizeRefusesRemoteAndPlugins(t *testing.T) {
 				"k/kustomization.yaml": []byte(kust),
 				"k/gen.yaml":           []byte("apiVersion: example.com/v1\nkind: Gen\nmetadata:\n  name: g\n  annotations:\n    config.kubernetes.io/function: |\n      exec: {path: /bin/sh}\n"),
 			}
-			docs, err := Render(files, "k")
+			docs, err := Render(t.Context(), files, "k")
 			var re *RenderError
 			if !errors.As(err, &re) {
 				t.Fatalf("got %v, %v; want a RenderError", names(docs), err)
@@ -145,7 +145,7 @@ func FuzzRender(f *testing.F) {
 	f.Add([]byte("{\"apiVersion\":\"hanzo.ai/v1\",\"kind\":\"App\",\"metadata\":{\"name\":\"j\",\"labels\":{\"a\":\"b\"}}}"))
 	f.Add([]byte("a: [\n---\n- 1\n"))
 	f.Fuzz(func(t *testing.T, content []byte) {
-		docs, err := Render(map[string][]byte{"d/f.yaml": content}, "d")
+		docs, err := Render(t.Context(), map[string][]byte{"d/f.yaml": content}, "d")
 		if err != nil {
 			var re *RenderError
 			if !errors.As(err, &re) || re.File != "d/f.yaml" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"time"
 
@@ -11,43 +12,76 @@ import (
 )
 
 // runOnce is one run: source → render → policy → apply → prune → report.
-// It holds runMu throughout, records the run in Status and writes its audit
-// line.
-func (e *Engine) runOnce(ctx context.Context, trigger string, dryRun bool) (*projection.ReconcileReport, error) {
+// It holds runMu throughout, records the run in the state (published to
+// the cluster with a Lease) and writes its audit line. A panic anywhere in
+// the run becomes its error: the process keeps serving.
+func (e *Engine) runOnce(ctx context.Context, f *flight, dryRun bool) (rep *projection.ReconcileReport, err error) {
 	e.runMu.Lock()
 	defer e.runMu.Unlock()
 	start := e.now().UTC()
 	e.mu.Lock()
-	e.runs++
-	id := fmt.Sprintf("%s-%d", start.Format("20060102T150405Z"), e.runs)
+	f.fetching = true
+	e.st.Runs++
+	id := fmt.Sprintf("%s-%d", start.Format("20060102T150405Z"), e.st.Runs)
 	e.mu.Unlock()
 
-	rep, desired, files, err := e.pipeline(ctx, run{id: id, start: start, dryRun: dryRun})
+	var out pipelineOut
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				e.log.Error("engine run panicked", "id", id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				out.report, err = nil, errInternal
+			}
+		}()
+		err = e.pipeline(ctx, run{id: id, start: start, dryRun: dryRun}, &out)
+	}()
+	rep = out.report
+	if err == nil && ctx.Err() != nil && e.cfg.Lease != nil && e.currentTerm() == nil {
+		err = errLeadershipLost
+	}
+	if err != nil {
+		rep = nil
+	}
 	end := e.now().UTC()
-	rec := projection.EngineRun{ID: id, Trigger: trigger, StartedAt: start, FinishedAt: end}
-	attrs := []any{"id", id, "trigger", trigger, "dryRun", dryRun, "repo", e.cfg.Repo, "ref", e.cfg.Ref,
+	rec := projection.EngineRun{ID: id, Trigger: f.trigger, StartedAt: start, FinishedAt: end}
+	attrs := []any{"id", id, "trigger", f.trigger, "dryRun", dryRun, "repo", e.cfg.Repo, "ref", e.cfg.Ref,
 		"path", e.cfg.Path, "duration", end.Sub(start).Round(time.Millisecond).String()}
 	if err != nil {
 		rec.Error = err.Error()
-		e.log.Warn("engine run failed", append(attrs, "revision", e.src.Revision(), "error", err.Error())...)
+		e.log.Warn("engine run failed", append(attrs, "revision", out.revision, "error", err.Error())...)
 	} else {
 		rec.Declared, rec.Synced, rec.Failed, rec.Pruned = rep.Declared, rep.Synced, rep.Failed, rep.Pruned
 		e.log.Info("engine run", append(attrs, "revision", rep.Revision, "declared", rep.Declared,
-			"synced", rep.Synced, "failed", rep.Failed, "pruned", rep.Pruned, "changed", changedCount(rep))...)
+			"synced", rep.Synced, "failed", rep.Failed, "pruned", rep.Pruned, "changed", changedCount(rep),
+			"stale", out.stale != nil)...)
 	}
 	e.mu.Lock()
-	e.lastRun = &rec
+	e.st.LastRun = &rec
+	if out.revision != "" {
+		e.st.Revision = out.revision
+	}
+	if out.fetched {
+		e.st.Stale = nil
+	} else if out.stale != nil {
+		if e.st.Stale == nil {
+			e.st.Stale = &projection.EngineStale{Since: start}
+		}
+		e.st.Stale.Error = out.stale.Error()
+	}
 	if err == nil && !dryRun {
-		e.desired = desired
-		e.files = files
+		e.desired, e.files, e.view = out.desired, out.files, view{sha: rep.Revision, target: rep.Revision}
 	}
 	onRun := e.onRun
 	e.mu.Unlock()
+	e.publish(ctx)
 	if onRun != nil && !dryRun {
 		onRun(rep, err, end.Sub(start), end)
 	}
 	return rep, err
 }
+
+// errInternal is a run that panicked; the log holds the panic and stack.
+var errInternal = errors.New("the engine failed internally during the run; see the server log")
 
 // run is what the stages need to know about the run they are part of.
 type run struct {
@@ -57,15 +91,46 @@ type run struct {
 	dryRun bool
 }
 
-func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileReport, map[objKey]map[string]any, map[objKey]string, error) {
-	sha, err := e.src.Fetch(ctx)
-	if err != nil {
-		return nil, nil, nil, err
+// pipelineOut is what a run leaves behind besides its report.
+type pipelineOut struct {
+	report   *projection.ReconcileReport
+	revision string // the commit rendered ("" when none was)
+	fetched  bool   // the fetch succeeded
+	stale    error  // the fetch failed and a cached commit was used
+	desired  map[objKey]map[string]any
+	files    map[objKey]string
+}
+
+// revisionOf fetches the ref; when git cannot be reached it falls back to
+// the last good commit in the cache (stale says why), so a run still heals
+// drift while git is down. Only with no commit cached is it an error.
+func (e *Engine) revisionOf(ctx context.Context) (sha string, stale error, err error) {
+	sha, err = e.src.Fetch(ctx)
+	if err == nil {
+		return sha, nil, nil
 	}
-	r.sha = sha
-	docs, err := e.render(sha)
+	if ctx.Err() != nil {
+		return "", nil, err
+	}
+	if cached := e.src.Cached(); cached != "" {
+		return cached, err, nil
+	}
+	return "", nil, err
+}
+
+// pipeline runs the stages, filling out as it goes (a run that fails or
+// panics keeps what it knew: its revision, whether git answered).
+func (e *Engine) pipeline(ctx context.Context, r run, out *pipelineOut) error {
+	sha, stale, err := e.revisionOf(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
+	}
+	out.revision, out.fetched, out.stale = sha, stale == nil, stale
+	r.sha = sha
+	e.stage("render")
+	docs, err := e.render(ctx, sha)
+	if err != nil {
+		return err
 	}
 	rep := &projection.ReconcileReport{
 		Instance: e.cfg.Instance,
@@ -74,43 +139,21 @@ func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileRepo
 		Source:   e.cfg.Source(),
 		Results:  []projection.ReconcileResult{},
 	}
-	// Policy, before any request.
-	var admitted []admittedObj
-	declared := map[objKey]bool{}
-	firstAt := map[string]string{}
-	files := map[objKey]string{}
-	for _, d := range docs {
-		u := d.Object.DeepCopy()
-		res := resourceOf(u)
-		k, err := e.policy.Admit(u)
-		if err != nil {
-			rep.Results = append(rep.Results, failed(res, r, err.Error()))
-			if k != projection.KindUnknown {
-				// Still declared: a refused object is never pruned.
-				declared[objKey{k, u.GetNamespace(), u.GetName()}] = true
-			}
-			continue
-		}
-		res = resourceOf(u)
-		key := objKey{k, u.GetNamespace(), u.GetName()}
-		if at, dup := firstAt[res]; dup {
-			rep.Results = append(rep.Results, failed(res, r, "declared twice: also at "+at+"; the first is applied"))
-			continue
-		}
-		firstAt[res] = d.where()
-		declared[key] = true
-		if k == projection.KindApp {
-			files[key] = d.File
-		}
-		admitted = append(admitted, admittedObj{key: key, obj: u, resource: res})
-	}
+	adm := e.admit(docs, r)
+	rep.Results = append(rep.Results, adm.refused...)
 	live, err := e.listLive(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	results, desired := e.apply(ctx, r, admitted, live)
+	plan := e.plan(r, adm.admitted, live)
+	rep.Results = append(rep.Results, plan.held...)
+	results, err := e.send(ctx, r, plan)
+	if err != nil {
+		return err
+	}
 	rep.Results = append(rep.Results, results...)
-	rep.Results = append(rep.Results, e.prune(ctx, r, declared, live)...)
+	e.stage("prune")
+	rep.Results = append(rep.Results, e.prune(ctx, r, adm.names, live)...)
 	sort.SliceStable(rep.Results, func(i, j int) bool { return rep.Results[i].Resource < rep.Results[j].Resource })
 	for _, res := range rep.Results {
 		switch res.Status {
@@ -122,12 +165,62 @@ func (e *Engine) pipeline(ctx context.Context, r run) (*projection.ReconcileRepo
 			rep.Pruned++
 		}
 	}
-	rep.Declared = rep.Synced + rep.Failed
-	return rep, desired, files, nil
+	// A declared object skipped (reconcile disabled on the live one) is
+	// declared all the same.
+	rep.Declared = rep.Synced + rep.Failed + plan.skipped
+	out.report, out.desired, out.files = rep, plan.desired, adm.files
+	return nil
+}
+
+// admission is the policy's verdict on a rendering: what may be sent, what
+// was refused, and every name the rendering holds.
+type admission struct {
+	admitted []admittedObj
+	refused  []projection.ReconcileResult
+	// names holds the namespace and name of every rendered document,
+	// whatever its kind and whether or not it was admitted: no live object
+	// of such a name is ever pruned (a typo in apiVersion or kind must not
+	// delete what it meant to declare).
+	names map[nsName]bool
+	files map[objKey]string // the file that declares each App
+}
+
+type nsName struct{ namespace, name string }
+
+// admit applies the policy to every rendered document before any request.
+func (e *Engine) admit(docs []Doc, r run) admission {
+	a := admission{names: map[nsName]bool{}, files: map[objKey]string{}}
+	firstAt := map[string]string{}
+	for _, d := range docs {
+		u := d.Object.DeepCopy()
+		ns := u.GetNamespace()
+		a.names[nsName{ns, u.GetName()}] = true
+		if ns == "" {
+			a.names[nsName{e.cfg.Namespace, u.GetName()}] = true
+		}
+		res := resourceOf(u)
+		k, err := e.policy.Admit(u)
+		if err != nil {
+			a.refused = append(a.refused, failed(res, r, err.Error()))
+			continue
+		}
+		res = resourceOf(u)
+		key := objKey{k, u.GetNamespace(), u.GetName()}
+		if at, dup := firstAt[res]; dup {
+			a.refused = append(a.refused, failed(res, r, "declared twice: also at "+at+"; the first is applied"))
+			continue
+		}
+		firstAt[res] = d.where()
+		if k == projection.KindApp {
+			a.files[key] = d.File
+		}
+		a.admitted = append(a.admitted, admittedObj{key: key, obj: u, resource: res})
+	}
+	return a
 }
 
 // render renders the commit, reusing the last rendering of the same commit.
-func (e *Engine) render(sha string) ([]Doc, error) {
+func (e *Engine) render(ctx context.Context, sha string) ([]Doc, error) {
 	if e.rendered.sha == sha {
 		return e.rendered.docs, nil
 	}
@@ -139,12 +232,17 @@ func (e *Engine) render(sha string) ([]Doc, error) {
 		}
 		return nil, &RenderError{File: e.cfg.Path, Msg: "read the commit's files: " + err.Error()}
 	}
-	docs, err := Render(files, e.cfg.Path)
+	docs, err := e.renderFiles(ctx, files)
 	if err != nil {
 		return nil, err
 	}
 	e.rendered.sha, e.rendered.docs = sha, docs
 	return docs, nil
+}
+
+// renderFiles renders the engine's path from a commit's files.
+func (e *Engine) renderFiles(ctx context.Context, files map[string][]byte) ([]Doc, error) {
+	return Render(ctx, files, e.cfg.Path)
 }
 
 func (d Doc) where() string {

@@ -100,19 +100,23 @@ func (s *Source) display() string {
 	return s.repo // parseRepo refused URLs with credentials in them
 }
 
-func (s *Source) open() (*git.Repository, error) {
-	r, err := git.PlainOpen(s.dir)
+func (s *Source) open() (*git.Repository, error) { return openCache(s.dir, s.repo) }
+
+// openCache opens (or creates) a bare cache repository at dir with origin
+// at repo.
+func openCache(dir, repo string) (*git.Repository, error) {
+	r, err := git.PlainOpen(dir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("cache folder: %w", err)
 		}
-		r, err = git.PlainInit(s.dir, true)
+		r, err = git.PlainInit(dir, true)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if _, err := r.Remote("origin"); errors.Is(err, git.ErrRemoteNotFound) {
-		_, err = r.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{s.repo}})
+		_, err = r.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{repo}})
 		if err != nil {
 			return nil, err
 		}
@@ -120,6 +124,31 @@ func (s *Source) open() (*git.Repository, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// fetchedRef holds the last commit fetched into the cache.
+const fetchedRef = plumbing.ReferenceName("refs/deployd/fetched")
+
+// Cached is the last good commit: this process's last good fetch, else the
+// commit a previous process left in the cache folder; "" when there is
+// none. A run uses it while the server cannot be reached.
+func (s *Source) Cached() string {
+	if sha := s.Revision(); sha != "" {
+		return sha
+	}
+	r, err := git.PlainOpen(s.dir)
+	if err != nil {
+		return ""
+	}
+	ref, err := r.Reference(fetchedRef, true)
+	if err != nil {
+		return ""
+	}
+	sha, err := commitOf(r, ref.Hash())
+	if err != nil {
+		return ""
+	}
+	return sha
 }
 
 func (s *Source) fetch(ctx context.Context) (string, error) {
@@ -146,36 +175,55 @@ func (s *Source) fetch(ctx context.Context) (string, error) {
 		return "", &FetchError{Reason: fmt.Sprintf("%s: ref %q is not on the server (no branch, tag or ref of that name)", s.display(), s.ref)}
 	}
 	if sha, err := commitOf(r, hash); err == nil {
+		_ = r.Storer.SetReference(plumbing.NewHashReference(fetchedRef, plumbing.NewHash(sha)))
 		return sha, nil // already here: nothing to fetch
 	}
-	err = remote.FetchContext(ctx, &git.FetchOptions{
-		RefSpecs: []gitconfig.RefSpec{gitconfig.RefSpec("+" + name.String() + ":refs/deployd/fetched")},
+	opts := &git.FetchOptions{
+		RefSpecs: []gitconfig.RefSpec{gitconfig.RefSpec("+" + name.String() + ":" + fetchedRef.String())},
 		Depth:    1,
 		Auth:     s.auth,
 		Tags:     git.NoTags,
 		Force:    true,
-	})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		// A shallow cache go-git cannot extend is fetched afresh once.
-		if ctx.Err() != nil {
-			return "", err
-		}
-		if rmErr := os.RemoveAll(s.dir); rmErr != nil {
-			return "", err
-		}
-		if r, err = s.open(); err != nil {
-			return "", err
-		}
-		remote, _ = r.Remote("origin")
-		err = remote.FetchContext(ctx, &git.FetchOptions{
-			RefSpecs: []gitconfig.RefSpec{gitconfig.RefSpec("+" + name.String() + ":refs/deployd/fetched")},
-			Depth:    1, Auth: s.auth, Tags: git.NoTags, Force: true,
-		})
-		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-			return "", err
-		}
 	}
-	return commitOf(r, hash)
+	err = remote.FetchContext(ctx, opts)
+	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return commitOf(r, hash)
+	}
+	if ctx.Err() != nil {
+		return "", err
+	}
+	// A shallow cache go-git cannot extend is fetched afresh once, into a
+	// folder beside it that replaces it only when that fetch succeeded: a
+	// failed fetch never empties the cache.
+	fresh := s.dir + ".fresh"
+	if err := os.RemoveAll(fresh); err != nil {
+		return "", err
+	}
+	fr, ferr := openCache(fresh, s.repo)
+	if ferr != nil {
+		return "", err
+	}
+	fremote, _ := fr.Remote("origin")
+	if ferr := fremote.FetchContext(ctx, opts); ferr != nil && !errors.Is(ferr, git.NoErrAlreadyUpToDate) {
+		os.RemoveAll(fresh)
+		return "", ferr
+	}
+	sha, ferr := commitOf(fr, hash)
+	if ferr != nil {
+		os.RemoveAll(fresh)
+		return "", ferr
+	}
+	old := s.dir + ".old"
+	os.RemoveAll(old)
+	if err := os.Rename(s.dir, old); err != nil {
+		return "", err
+	}
+	if err := os.Rename(fresh, s.dir); err != nil {
+		_ = os.Rename(old, s.dir)
+		return "", err
+	}
+	os.RemoveAll(old)
+	return sha, nil
 }
 
 // pickRef finds the configured ref among the server's: a full ref name, or
@@ -226,6 +274,11 @@ func (s *Source) Files(sha, dir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return filesAt(r, sha, dir)
+}
+
+// filesAt is Files for commit sha of repository r.
+func filesAt(r *git.Repository, sha, dir string) (map[string][]byte, error) {
 	c, err := r.CommitObject(plumbing.NewHash(sha))
 	if err != nil {
 		return nil, err
@@ -251,7 +304,7 @@ func (s *Source) Files(sha, dir string) (map[string][]byte, error) {
 	}
 	out := map[string][]byte{}
 	err = walk.Files().ForEach(func(f *object.File) error {
-		if !f.Mode.IsFile() {
+		if !regularFile(f.Mode) {
 			return nil // symlinks and submodules are not followed
 		}
 		if f.Size > maxFileSize {
@@ -274,7 +327,7 @@ func (s *Source) Files(sha, dir string) (map[string][]byte, error) {
 
 func hasKustomization(t *object.Tree) bool {
 	for _, e := range t.Entries {
-		if e.Mode.IsFile() && isKustomizationName(e.Name) {
+		if regularFile(e.Mode) && isKustomizationName(e.Name) {
 			return true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 
 	git "github.com/go-git/go-git/v5"
@@ -48,9 +49,11 @@ func (e *WriteError) Conflict() bool { return e.conflict }
 // Invalid reports whether the request itself cannot be written.
 func (e *WriteError) Invalid() bool { return e.invalid }
 
-// Manages reports whether the last rendering declared the App, and the
-// file (relative to the repository root) that declares it; "" when it
-// comes from a kustomize build.
+// Manages reports whether the last rendering this replica holds declared
+// the App, and the file (relative to the repository root) that declares
+// it; "" when it comes from a kustomize build. Whether an App is managed is
+// its tracking label (the routes read it); this is only where it was last
+// seen declared.
 func (e *Engine) Manages(namespace, name string) (file string, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -61,11 +64,13 @@ func (e *Engine) Manages(namespace, name string) (file string, ok bool) {
 // PushEnabled reports whether rollbacks and releases are written to git.
 func (e *Engine) PushEnabled() bool { return e.cfg.Push }
 
-// WriteTag commits the App's new tag to its file and pushes it to the
-// engine's ref (never forced; a non-fast-forward is fetched, edited again
-// and pushed again, a bounded number of times), then reconciles at once.
-// It answers the new commit's SHA, or "" when the tag is already the
-// declared one. Write-backs run one at a time.
+// WriteTag commits the App's new tag to the file that declares it at the
+// head of the engine's branch and pushes it (never forced; a
+// non-fast-forward is fetched, edited again and pushed again, a bounded
+// number of times), then reconciles at once. It answers the new commit's
+// SHA, or "" when the tag is already the declared one. Write-backs run one
+// at a time; with a Lease only the leader writes (ErrNotLeader elsewhere),
+// and a write-back stops when the leader's term ends.
 func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 	if !e.cfg.Push {
 		return "", &WriteError{Msg: "write-back is off (set DEPLOY_ENGINE_PUSH=true)", conflict: true}
@@ -76,12 +81,17 @@ func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 	if w.Verb != "rollback" && w.Verb != "release" {
 		return "", &WriteError{Msg: "unknown write-back " + sanitizeLine(w.Verb), invalid: true}
 	}
-	file, ok := e.Manages(w.Namespace, w.Name)
-	if !ok {
-		return "", &WriteError{Msg: fmt.Sprintf("the engine does not declare App %s/%s", w.Namespace, w.Name), invalid: true}
+	if e.cfg.Lease != nil {
+		t := e.currentTerm()
+		if t == nil {
+			return "", ErrNotLeader
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = joinContexts(ctx, t.ctx)
+		defer cancel()
 	}
-	if file == "" {
-		return "", &WriteError{Msg: fmt.Sprintf("App %s/%s comes from a kustomize build: commit the tag by hand", w.Namespace, w.Name), conflict: true}
+	if su := e.suspension(); su != nil {
+		return "", &WriteError{Msg: (&SuspendedError{*su}).Error() + "; nothing was committed", conflict: true}
 	}
 	branch, err := e.branch()
 	if err != nil {
@@ -93,10 +103,13 @@ func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the write-back cache: %w", err)
 	}
-	var sha string
+	var sha, file string
 	for attempt := 1; ; attempt++ {
 		base, err := e.fetchBranch(ctx, r, branch)
 		if err != nil {
+			return "", err
+		}
+		if file, err = e.declaringFile(ctx, r, base, w.Namespace, w.Name); err != nil {
 			return "", err
 		}
 		commit, err := e.commitTag(r, base, file, w)
@@ -105,6 +118,9 @@ func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 		}
 		if e.beforePush != nil {
 			e.beforePush(attempt)
+		}
+		if err := e.fenced(); err != nil {
+			return "", err
 		}
 		err = e.push(ctx, r, commit, branch)
 		if err == nil {
@@ -120,20 +136,49 @@ func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 	}
 	e.log.Info("engine write-back", "app", w.Namespace+"/"+w.Name, "tag", w.Tag, "verb", w.Verb,
 		"file", file, "commit", sha, "requestId", sanitizeID(w.RequestID))
-	// Reconcile that revision at once; a run in flight may have fetched
-	// before the push, so one that reports another revision is followed by
-	// a fresh one. The commit landed whatever the runs say.
-	for range 2 {
-		rep, err := e.Reconcile(ctx, projection.TriggerRequest, false)
-		if err != nil {
-			e.log.Warn("engine write-back: the reconcile after the push failed", "commit", sha, "error", err.Error())
-			break
-		}
-		if rep.Revision == sha || e.contains(r, rep.Revision, sha) {
-			break
-		}
+	// Reconcile that revision at once: the run it joins fetches after the
+	// push. The commit landed whatever the run says.
+	if _, err := e.Reconcile(ctx, projection.TriggerRequest, false); err != nil {
+		e.log.Warn("engine write-back: the reconcile after the push failed", "commit", sha, "error", err.Error())
 	}
 	return sha, nil
+}
+
+// declaringFile is the file under the engine's path that declares the App
+// at commit c: the repository, not this process's memory, says where it
+// lives. An App from a kustomize build, or one no file declares, cannot be
+// edited (a conflict naming why).
+func (e *Engine) declaringFile(ctx context.Context, r *git.Repository, c *object.Commit, namespace, name string) (string, error) {
+	at := short(c.Hash.String())
+	files, err := filesAt(r, c.Hash.String(), e.cfg.Path)
+	if err != nil {
+		return "", &WriteError{Msg: fmt.Sprintf("%s at %s: %s", e.cfg.Path, at, err.Error()), conflict: true}
+	}
+	dir := cleanDir(e.cfg.Path)
+	for _, k := range kustomizationNames {
+		if _, ok := files[path.Join(dir, k)]; ok {
+			return "", &WriteError{Msg: fmt.Sprintf("App %s/%s comes from a kustomize build: commit the tag by hand", namespace, name), conflict: true}
+		}
+	}
+	docs, err := e.renderFiles(ctx, files)
+	if err != nil {
+		return "", &WriteError{Msg: fmt.Sprintf("%s at %s does not render: %s", e.cfg.Repo, at, err.Error()), conflict: true}
+	}
+	for _, d := range docs {
+		u := d.Object
+		if projection.LookupKindByAPIVersion(u.GetAPIVersion(), u.GetKind()) != projection.KindApp || u.GetName() != name {
+			continue
+		}
+		ns := u.GetNamespace()
+		if ns == "" {
+			ns = e.cfg.Namespace
+		}
+		if ns == namespace {
+			return d.File, nil
+		}
+	}
+	return "", &WriteError{Msg: fmt.Sprintf("no file under %s in %s at %s declares App %s/%s: declare it in git (an App the engine does not declare is not written back)",
+		e.cfg.Path, e.cfg.Repo, at, sanitizeLine(namespace), sanitizeLine(name)), invalid: true}
 }
 
 // branch is the full name of the engine's ref, which must be a branch.

@@ -34,4 +34,17 @@ type Engine interface {
 	WriteTag(ctx context.Context, w projection.TagWrite) (string, error)
 	// History is the commits that touched the App's file, newest first.
 	History(ctx context.Context, namespace, name string) ([]projection.GitCommit, error)
+	// Instance is the value of the tracking label on the objects the
+	// engine manages: an App carrying it is managed, from the first
+	// request after start.
+	Instance() string
+	// Leader says where the engine runs: self when this process runs it,
+	// else the URL of the replica that does (the routes forward the
+	// requests only it carries out); an error (safe for a client) while no
+	// replica does.
+	Leader() (url string, self bool, err error)
+	// Suspend and Resume stop and restart the engine's interval and
+	// webhook runs (kept in the cluster); they answer the status after.
+	Suspend(ctx context.Context, by string) (projection.EngineStatus, error)
+	Resume(ctx context.Context) (projection.EngineStatus, error)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -17,6 +18,8 @@ import (
 const (
 	reconcilePath = "/v1/deploy/reconcile"
 	webhookPath   = "/v1/deploy/webhook/git"
+	suspendPath   = "/v1/deploy/gitops/suspend"
+	resumePath    = "/v1/deploy/gitops/resume"
 
 	// engineDisabled is the answer of every engine route without an engine.
 	engineDisabled = "deploy engine disabled (set DEPLOY_ENGINE_ENABLED=true)"
@@ -28,8 +31,65 @@ const (
 )
 
 func (s *Server) engineRoutes() {
-	s.e.POST(reconcilePath, s.reconcile, s.requireEngineWriter)
-	s.e.POST(webhookPath, s.gitWebhook)
+	s.e.POST(reconcilePath, s.reconcile, s.requireEngineWriter, s.onLeader)
+	s.e.POST(webhookPath, s.gitWebhook, s.onLeader)
+	s.e.POST(suspendPath, s.suspendEngine, s.requireEngineWriter, s.onLeader)
+	s.e.POST(resumePath, s.resumeEngine, s.requireEngineWriter, s.onLeader)
+}
+
+// suspendEngine stops the engine's interval and webhook runs and refuses
+// reconcile requests until resume; it answers the engine's status. The
+// suspension is kept in the cluster: every replica and every restart sees
+// it.
+func (s *Server) suspendEngine(c echo.Context) error {
+	if err := checkParams(c.QueryParams()); err != nil {
+		return err
+	}
+	if err := drainBody(c); err != nil {
+		return err
+	}
+	by := "unknown"
+	if p := auth.PrincipalFrom(c.Request().Context()); p != nil {
+		by, _ = authorOf(p)
+	}
+	rec := auditOf(c)
+	rec.summary = "suspend the engine"
+	st, err := s.d.Engine.Suspend(c.Request().Context(), by)
+	if err != nil {
+		return engineError(err)
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+// resumeEngine undoes suspend and queues a run.
+func (s *Server) resumeEngine(c echo.Context) error {
+	if err := checkParams(c.QueryParams()); err != nil {
+		return err
+	}
+	if err := drainBody(c); err != nil {
+		return err
+	}
+	auditOf(c).summary = "resume the engine"
+	st, err := s.d.Engine.Resume(c.Request().Context())
+	if err != nil {
+		return engineError(err)
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+// engineError maps an engine's error: a conflict (suspended) is a 409, a
+// replica that lost the lead in between a 503 to retry, anything else a
+// 502 with the engine's text (safe for a client).
+func engineError(err error) error {
+	var conflict interface{ Conflict() bool }
+	if errors.As(err, &conflict) && conflict.Conflict() {
+		return errorf(http.StatusConflict, err.Error())
+	}
+	var nl interface{ NotLeader() bool }
+	if errors.As(err, &nl) && nl.NotLeader() {
+		return errorf(http.StatusServiceUnavailable, "the engine's leader changed during the request; try again")
+	}
+	return errorCause(http.StatusBadGateway, err.Error(), err)
 }
 
 // requireEngineWriter admits SuperAdmins only (401 without a principal, 403
@@ -77,7 +137,7 @@ func (s *Server) reconcile(c echo.Context) error {
 	rec.summary = "reconcile dryRun=" + strconv.FormatBool(dryRun)
 	report, err := s.d.Engine.Reconcile(c.Request().Context(), projection.TriggerRequest, dryRun)
 	if err != nil {
-		return errorCause(http.StatusBadGateway, err.Error(), err)
+		return engineError(err)
 	}
 	if report == nil {
 		return errorf(http.StatusBadGateway, "the engine answered no report")

@@ -27,6 +27,11 @@ type fakeEngine struct {
 	desired    map[string]map[string]any // liveKey → object
 	reconciles []bool                    // dryRun of each call
 	triggers   []string
+	// Leader's answer: leaderURL with notSelf, or leaderErr.
+	leaderURL string
+	notSelf   bool
+	leaderErr error
+	suspended *projection.EngineSuspension
 }
 
 func (f *fakeEngine) Reconcile(_ context.Context, trigger string, dryRun bool) (*projection.ReconcileReport, error) {
@@ -62,6 +67,34 @@ func (f *fakeEngine) Desired(kind projection.Kind, ns, name string) (map[string]
 func (f *fakeEngine) Manages(string, string) (string, bool) { return "", false }
 
 func (f *fakeEngine) PushEnabled() bool { return false }
+
+func (f *fakeEngine) Instance() string { return "universe" }
+
+func (f *fakeEngine) Leader() (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leaderURL, !f.notSelf, f.leaderErr
+}
+
+func (f *fakeEngine) Suspend(_ context.Context, by string) (projection.EngineStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.suspended == nil {
+		f.suspended = &projection.EngineSuspension{By: by, At: engineStarted}
+	}
+	st := f.status
+	st.Suspended, st.State = f.suspended, projection.EngineStateSuspended
+	return st, nil
+}
+
+func (f *fakeEngine) Resume(context.Context) (projection.EngineStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.suspended = nil
+	st := f.status
+	st.State = projection.EngineStateOK
+	return st, nil
+}
 
 func (f *fakeEngine) WriteTag(context.Context, projection.TagWrite) (string, error) {
 	return "", errors.New("the fake engine declares no App")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -125,6 +126,9 @@ type Server struct {
 	cache   *responseCache
 	// writes are the write routes ("POST /path/:name/sync"), audited.
 	writes map[string]bool
+	// fwd carries requests forwarded to the engine's leader.
+	fwdOnce sync.Once
+	fwd     http.RoundTripper
 }
 
 // New builds the Echo server with every route and middleware.

@@ -23,19 +23,24 @@ import (
 // self-heal run. A rollback or release of such an App is a commit instead,
 // or, with push off, a 409 naming the file to commit to.
 
-// managedFile reports whether the engine declares the App, and its file.
+// managedFile reports whether the engine manages the App — it carries the
+// engine's tracking label for the configured instance, whatever this
+// process has run — and the file that declared it when this replica's
+// view of the repository knows it ("" otherwise).
 func (s *Server) managedFile(a *projection.App) (string, bool) {
-	if s.d.Engine == nil {
+	if s.d.Engine == nil || a.Engine == nil || a.Engine.Instance != s.d.Engine.Instance() {
 		return "", false
 	}
-	return s.d.Engine.Manages(a.Namespace, a.Name)
+	file, _ := s.d.Engine.Manages(a.Namespace, a.Name)
+	return file, true
 }
 
 // pushOffError is the 409 of a managed App's rollback with push off.
 func (s *Server) pushOffError(a *projection.App, file string) error {
-	where := s.d.Engine.Status().Source.Repo + "/" + file
+	src := s.d.Engine.Status().Source
+	where := src.Repo + "/" + file
 	if file == "" {
-		where = s.d.Engine.Status().Source.Repo + " (its kustomization)"
+		where = "the file under " + src.Path + " in " + src.Repo + " that declares it"
 	}
 	return errorf(http.StatusConflict, quoteShort(a.Name)+" is declared in git and reconciled with self-heal; commit the tag to "+where)
 }
@@ -134,6 +139,10 @@ func newRequestID() string {
 // caller gone or out of time a 504, anything else a 502. The engine's
 // texts are safe for a client.
 func writeBackError(err error) error {
+	var nl interface{ NotLeader() bool }
+	if errors.As(err, &nl) && nl.NotLeader() {
+		return errorf(http.StatusServiceUnavailable, "the engine's leader changed during the request; try again")
+	}
 	var conflict interface{ Conflict() bool }
 	if errors.As(err, &conflict) && conflict.Conflict() {
 		return errorf(http.StatusConflict, err.Error())
@@ -191,6 +200,9 @@ func (s *Server) paasRelease(c echo.Context) error {
 	}
 	if !s.d.Engine.PushEnabled() {
 		return s.pushOffError(a, file)
+	}
+	if handled, err := s.forwardToLeader(c, body); handled {
+		return err
 	}
 	return s.writeTag(c, a, req.Tag, "release")
 }

@@ -73,7 +73,7 @@ type auditRecord struct {
 
 // isWriteRoute reports whether a route pattern is one of the writes.
 func (s *Server) isWriteRoute(method, path string) bool {
-	if method == http.MethodPost && (path == reconcilePath || path == webhookPath) {
+	if method == http.MethodPost && (path == reconcilePath || path == webhookPath || path == suspendPath || path == resumePath) {
 		return true
 	}
 	return s.writes[method+" "+path]
@@ -322,6 +322,10 @@ func (s *Server) rollback(params []string) echo.HandlerFunc {
 			return c.JSONBlob(http.StatusOK, a.ApplicationJSON())
 		}
 		if managed {
+			// A commit: the engine's leader makes it.
+			if handled, err := s.forwardToLeader(c, body); handled {
+				return err
+			}
 			return s.writeTag(c, a, tag, "rollback")
 		}
 		patch := map[string]any{

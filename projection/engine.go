@@ -16,6 +16,14 @@ const (
 	AnnotationEngineRun = "gitops.hanzo.ai/run"
 	// AnnotationEngineAppliedAt is when that run applied it (RFC 3339, UTC).
 	AnnotationEngineAppliedAt = "gitops.hanzo.ai/applied-at"
+	// AnnotationPrune "disabled" on a live object keeps the engine from
+	// ever pruning it (as Flux's kustomize.toolkit.fluxcd.io/prune).
+	AnnotationPrune = "gitops.hanzo.ai/prune"
+	// AnnotationReconcile "disabled" on a live object excludes it from the
+	// engine's apply and prune: a hotfix that self-heal leaves alone.
+	AnnotationReconcile = "gitops.hanzo.ai/reconcile"
+	// Disabled is the value that turns either off.
+	Disabled = "disabled"
 )
 
 // EngineSource is where the engine reads the desired state from.
@@ -31,6 +39,10 @@ const (
 	ResultPruned       = "Pruned"
 	ResultSyncFailed   = "SyncFailed"
 	ResultPruneSkipped = "PruneSkipped"
+	// ResultSkipped is an object the engine leaves alone because the live
+	// one carries AnnotationReconcile: disabled (a hotfix); it is neither
+	// applied nor pruned.
+	ResultSkipped = "Skipped"
 )
 
 // ReconcileResult is one object's outcome in a run. Resource is spelled
@@ -88,6 +100,44 @@ type EngineStatus struct {
 	Runs      int64      `json:"runs"`
 	LastRun   *EngineRun `json:"lastRun"`
 	NextRunAt *time.Time `json:"nextRunAt"`
+	// State is EngineStateOK, EngineStateStale or EngineStateSuspended; empty when the
+	// engine is disabled.
+	State string `json:"state,omitempty"`
+	// Leader is the replica that runs the engine (the holder of its Lease);
+	// nil while none does, and when one process runs it alone.
+	Leader *EngineLeader `json:"leader,omitempty"`
+	// Stale is set while the repository cannot be fetched: runs heal from
+	// the last good commit meanwhile.
+	Stale *EngineStale `json:"stale,omitempty"`
+	// Suspended is set while interval and webhook runs are skipped.
+	Suspended *EngineSuspension `json:"suspended,omitempty"`
+}
+
+// The states of EngineStatus.State.
+const (
+	EngineStateOK        = "ok"
+	EngineStateStale     = "stale"
+	EngineStateSuspended = "suspended"
+)
+
+// EngineLeader is the replica holding the engine's Lease.
+type EngineLeader struct {
+	Identity string    `json:"identity"`
+	Since    time.Time `json:"since"`
+	// URL is where the other replicas reach it; never served.
+	URL string `json:"-"`
+}
+
+// EngineStale is a fetch that has been failing since Since.
+type EngineStale struct {
+	Since time.Time `json:"since"`
+	Error string    `json:"error"`
+}
+
+// EngineSuspension is who suspended the engine and when.
+type EngineSuspension struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
 }
 
 // TagWrite is a write-back (DESIGN.md §13.3): set an App's spec.image.tag

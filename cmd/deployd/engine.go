@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -34,21 +36,28 @@ var _ handlers.Engine = (*engine.Engine)(nil)
 //	DEPLOY_ENGINE_PUSH             true makes rollbacks and releases of the Apps it declares commits pushed to the ref (off)
 //	DEPLOY_ENGINE_WEBHOOK_SECRET   the HMAC key of POST /v1/deploy/webhook/git
 //	DEPLOY_ENGINE_CACHE_DIR        where the repository is fetched ($XDG_CACHE_HOME/deployd/engine/<instance>)
+//	DEPLOY_ENGINE_LEASE_NAMESPACE  where the engine's Lease and state ConfigMap live ($POD_NAMESPACE, else
+//	                               the service account's namespace, else deployd)
+//	DEPLOY_ENGINE_LEASE_DURATION   15s (renewed within 2/3 of it; whole seconds)
+//	DEPLOYD_ADVERTISE_URL          where the other replicas reach this one (http://$POD_IP:<port>)
 //
 // Every value is parsed whether or not the engine is enabled, so a typo
 // stops serve at start; the settings are checked together when it is
 // enabled. An error names the variable and never echoes a credential.
 type engineEnv struct {
-	Enabled       bool
-	Config        engine.Config
-	WebhookSecret []byte
+	Enabled        bool
+	Config         engine.Config
+	WebhookSecret  []byte
+	LeaseNamespace string
+	LeaseDuration  time.Duration
+	AdvertiseURL   string
 }
 
 // engineVars maps engine.Config fields to the variables that set them.
 var engineVars = map[string]string{
 	"Repo": "DEPLOY_ENGINE_REPO", "Ref": "DEPLOY_ENGINE_REF", "Path": "DEPLOY_ENGINE_PATH",
 	"Instance": "DEPLOY_ENGINE_INSTANCE", "Namespace": "DEPLOY_ENGINE_NAMESPACE",
-	"PruneMax": "DEPLOY_ENGINE_PRUNE_MAX", "PruneMaxRatio": "DEPLOY_ENGINE_PRUNE_MAX_RATIO",
+	"PruneMax": "DEPLOY_ENGINE_PRUNE_MAX", "Lease": "DEPLOY_ENGINE_LEASE_NAMESPACE", "PruneMaxRatio": "DEPLOY_ENGINE_PRUNE_MAX_RATIO",
 	"Interval": "DEPLOY_ENGINE_INTERVAL", "Auth": "DEPLOY_ENGINE_AUTH_FILE",
 }
 
@@ -115,12 +124,75 @@ func engineFromEnv(getenv func(string) string, namespaces projection.Namespaces)
 	if v := getenv("DEPLOY_ENGINE_WEBHOOK_SECRET"); v != "" {
 		env.WebhookSecret = []byte(v)
 	}
+	if v := strings.TrimSpace(getenv("DEPLOY_ENGINE_LEASE_DURATION")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d%time.Second != 0 {
+			return env, fmt.Errorf("DEPLOY_ENGINE_LEASE_DURATION %q: want whole seconds, at least 1s, like 15s", v)
+		}
+		env.LeaseDuration = d
+	}
+	env.LeaseNamespace = strings.TrimSpace(getenv("DEPLOY_ENGINE_LEASE_NAMESPACE"))
+	env.AdvertiseURL = strings.TrimSpace(getenv("DEPLOYD_ADVERTISE_URL"))
+	if env.AdvertiseURL != "" {
+		u, err := url.Parse(env.AdvertiseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return env, fmt.Errorf("DEPLOYD_ADVERTISE_URL %q: want the URL other replicas reach this one at, like http://10.0.0.7:8080", env.AdvertiseURL)
+		}
+	}
 	if env.Enabled {
 		if err := cfg.Validate(); err != nil {
 			return env, engineConfigError(err)
 		}
 	}
 	return env, nil
+}
+
+// serviceAccountNamespace is where the kubelet writes the pod's namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// lease is the engine's Lease for a replica serving on addr: the engine is
+// always elected in serve, so two replicas (as during every rolling
+// upgrade) never both write.
+func (env engineEnv) lease(getenv func(string) string, addr net.Addr) (*engine.LeaseConfig, error) {
+	l := engine.DefaultLease()
+	if env.LeaseDuration > 0 {
+		l.Duration = env.LeaseDuration
+		l.RenewDeadline = env.LeaseDuration * 2 / 3
+		l.RetryPeriod = env.LeaseDuration * 2 / 15
+	}
+	l.Namespace = env.LeaseNamespace
+	if l.Namespace == "" {
+		l.Namespace = strings.TrimSpace(getenv("POD_NAMESPACE"))
+	}
+	if l.Namespace == "" {
+		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+			l.Namespace = strings.TrimSpace(string(b))
+		}
+	}
+	if l.Namespace == "" {
+		l.Namespace = "deployd"
+	}
+	l.Identity = engine.NewIdentity()
+	l.URL = env.AdvertiseURL
+	if l.URL == "" {
+		tcp, ok := addr.(*net.TCPAddr)
+		if !ok {
+			return nil, fmt.Errorf("DEPLOYD_ADVERTISE_URL: set it to the URL other replicas reach this one at")
+		}
+		host := strings.TrimSpace(getenv("POD_IP"))
+		if host == "" && !tcp.IP.IsUnspecified() {
+			host = tcp.IP.String()
+		}
+		if host == "" {
+			h, err := os.Hostname()
+			if err != nil {
+				return nil, fmt.Errorf("DEPLOYD_ADVERTISE_URL: set it (or POD_IP) to where other replicas reach this one")
+			}
+			host = h
+		}
+		l.URL = "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+	}
+	return &l, nil
 }
 
 // engineConfigError names the variable behind an engine configuration

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,6 +81,10 @@ func TestEngineEnvBadValues(t *testing.T) {
 		{with(on, "DEPLOY_ENGINE_PATH", "../up"), "DEPLOY_ENGINE_PATH"},
 		{with(on, "DEPLOY_ENGINE_INSTANCE", "not/a/label"), "DEPLOY_ENGINE_INSTANCE"},
 		{with(on, "DEPLOY_ENGINE_NAMESPACE", "kube-system"), "DEPLOY_ENGINE_NAMESPACE"},
+		{map[string]string{"DEPLOY_ENGINE_LEASE_DURATION": "1500ms"}, "DEPLOY_ENGINE_LEASE_DURATION"},
+		{map[string]string{"DEPLOY_ENGINE_LEASE_DURATION": "fifteen"}, "DEPLOY_ENGINE_LEASE_DURATION"},
+		{map[string]string{"DEPLOYD_ADVERTISE_URL": "10.0.0.7:8080"}, "DEPLOYD_ADVERTISE_URL"},
+		{map[string]string{"DEPLOYD_ADVERTISE_URL": "ftp://10.0.0.7"}, "DEPLOYD_ADVERTISE_URL"},
 	}
 	for _, c := range cases {
 		_, err := engineFromEnv(envMap(c.set), projection.DefaultNamespaces())
@@ -118,5 +123,32 @@ func TestServeStopsOnBadEngineValue(t *testing.T) {
 	err = run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "DEPLOY_ENGINE_ENABLED=true needs a cluster") {
 		t.Fatalf("got %v, want the engine to need a cluster", err)
+	}
+}
+
+// TestEngineLease: serve always elects the engine; the Lease takes its
+// namespace, timing and advertised URL from the environment, and a replica
+// listening on every address advertises its pod IP.
+func TestEngineLease(t *testing.T) {
+	env, err := engineFromEnv(envMap(map[string]string{"DEPLOY_ENGINE_LEASE_DURATION": "6s"}), projection.DefaultNamespaces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
+	l, err := env.lease(envMap(map[string]string{"POD_NAMESPACE": "ops", "POD_IP": "10.1.2.3"}), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Namespace != "ops" || l.URL != "http://10.1.2.3:8080" || l.Duration != 6*time.Second || l.RenewDeadline != 4*time.Second || l.RetryPeriod != 800*time.Millisecond || l.Identity == "" {
+		t.Errorf("lease %+v", l)
+	}
+	env.AdvertiseURL, env.LeaseNamespace = "https://deployd-0.deployd:8443", "deployd-ns"
+	l, err = env.lease(envMap(nil), addr)
+	if err != nil || l.URL != env.AdvertiseURL || l.Namespace != "deployd-ns" {
+		t.Errorf("lease %+v, %v", l, err)
+	}
+	l2, _ := env.lease(envMap(nil), addr)
+	if l2.Identity == l.Identity {
+		t.Errorf("two processes share the identity %q", l.Identity)
 	}
 }

@@ -105,23 +105,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var eng handlers.Engine // nil, not a nil *engine.Engine, when disabled
-	if engEnv.Enabled {
-		if restCfg == nil {
-			return fmt.Errorf("DEPLOY_ENGINE_ENABLED=true needs a cluster to write to: %s", reason)
-		}
-		e, err := engine.New(engEnv.Config, restCfg, log)
-		if err != nil {
-			return engineConfigError(err)
-		}
-		if len(engEnv.WebhookSecret) == 0 {
-			log.Warn("the engine's webhook is refused: DEPLOY_ENGINE_WEBHOOK_SECRET is not set")
-		}
-		c := e.Config()
-		log.Info("engine enabled", "repo", c.Repo, "ref", c.Ref, "path", c.Path, "instance", c.Instance,
-			"prune", c.Prune, "interval", c.Interval.String(), "credentials", len(c.Auth) > 0)
-		eng = e
-	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -133,6 +116,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if withPprof && mln == nil {
 		ln.Close()
 		return fmt.Errorf("DEPLOY_PPROF=true serves the profiles on the metrics listener: set DEPLOYD_METRICS_LISTEN to an address")
+	}
+	var eng handlers.Engine // nil, not a nil *engine.Engine, when disabled
+	if engEnv.Enabled {
+		closeAll := func() {
+			ln.Close()
+			if mln != nil {
+				mln.Close()
+			}
+		}
+		if restCfg == nil {
+			closeAll()
+			return fmt.Errorf("DEPLOY_ENGINE_ENABLED=true needs a cluster to write to: %s", reason)
+		}
+		if engEnv.Config.Lease, err = engEnv.lease(os.Getenv, ln.Addr()); err != nil {
+			closeAll()
+			return err
+		}
+		e, err := engine.New(engEnv.Config, restCfg, log)
+		if err != nil {
+			closeAll()
+			return engineConfigError(err)
+		}
+		if len(engEnv.WebhookSecret) == 0 {
+			log.Warn("the engine's webhook is refused: DEPLOY_ENGINE_WEBHOOK_SECRET is not set")
+		}
+		c := e.Config()
+		log.Info("engine enabled", "repo", c.Repo, "ref", c.Ref, "path", c.Path, "instance", c.Instance,
+			"prune", c.Prune, "interval", c.Interval.String(), "credentials", len(c.Auth) > 0,
+			"lease", c.Lease.Namespace+"/"+c.Lease.Name, "identity", c.Lease.Identity, "advertise", c.Lease.URL)
+		eng = e
 	}
 	p := newPlane(ctx, planeConfig{
 		Log: log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,

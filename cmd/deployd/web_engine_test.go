@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -71,6 +72,18 @@ func (e *pageEngine) Desired(projection.Kind, string, string) (map[string]any, b
 func (e *pageEngine) Manages(string, string) (string, bool) { return "", false }
 
 func (e *pageEngine) PushEnabled() bool { return false }
+
+func (e *pageEngine) Instance() string { return "universe" }
+
+func (e *pageEngine) Leader() (string, bool, error) { return "", true, nil }
+
+func (e *pageEngine) Suspend(context.Context, string) (projection.EngineStatus, error) {
+	return projection.EngineStatus{}, errors.New("the fake engine is not suspended")
+}
+
+func (e *pageEngine) Resume(context.Context) (projection.EngineStatus, error) {
+	return projection.EngineStatus{}, errors.New("the fake engine is not suspended")
+}
 
 func (e *pageEngine) WriteTag(context.Context, projection.TagWrite) (string, error) {
 	return "", fmt.Errorf("the page's engine declares no App")

@@ -22,6 +22,7 @@ type Server struct {
 
 	user, token string
 	gate        atomic.Pointer[chan struct{}]
+	down        atomic.Bool
 	// Requests counts the requests served (every git round trip).
 	Requests atomic.Int64
 }
@@ -53,6 +54,10 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Requests.Add(1)
+		if s.down.Load() {
+			http.Error(w, "the git server is down", http.StatusServiceUnavailable)
+			return
+		}
 		if g := s.gate.Load(); g != nil {
 			select {
 			case <-*g:
@@ -91,6 +96,15 @@ func (s *Server) Hold(t testing.TB) (release func()) {
 	return release
 }
 
+// Down makes every request fail with 503 until the returned restore is
+// called (or the test ends), as a git host in an outage does.
+func (s *Server) Down(t testing.TB) (restore func()) {
+	s.down.Store(true)
+	restore = func() { s.down.Store(false) }
+	t.Cleanup(restore)
+	return restore
+}
+
 // Repo is a bare repository on the server and a working clone to commit
 // from.
 type Repo struct {
@@ -125,6 +139,18 @@ func (r *Repo) authURL() string {
 // main over HTTP, and returns its SHA.
 func (r *Repo) Commit(t testing.TB, message string, files map[string]string) string {
 	t.Helper()
+	return r.commit(t, message, files, "origin")
+}
+
+// CommitBehind is Commit pushed straight into the bare repository, not
+// through the server: it works while the server is held or down.
+func (r *Repo) CommitBehind(t testing.TB, message string, files map[string]string) string {
+	t.Helper()
+	return r.commit(t, message, files, r.Bare)
+}
+
+func (r *Repo) commit(t testing.TB, message string, files map[string]string, remote string) string {
+	t.Helper()
 	for p, content := range files {
 		full := filepath.Join(r.Work, filepath.FromSlash(p))
 		if content == "" {
@@ -142,7 +168,7 @@ func (r *Repo) Commit(t testing.TB, message string, files map[string]string) str
 	}
 	run(t, r.Work, "git", "add", "--all")
 	run(t, r.Work, "git", "commit", "--quiet", "--allow-empty", "-m", message)
-	run(t, r.Work, "git", "push", "--quiet", "origin", "HEAD:refs/heads/main")
+	run(t, r.Work, "git", "push", "--quiet", remote, "HEAD:refs/heads/main")
 	return strings.TrimSpace(run(t, r.Work, "git", "rev-parse", "HEAD"))
 }
 
