@@ -296,7 +296,8 @@ func testBrokenAndPolicy(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 	}
 
 	// A fetch failure keeps the last good revision, which the run applies
-	// (nothing drifted: nothing is sent), and the status says stale.
+	// (nothing drifted: only the App the API server refused is sent
+	// again), and the status says stale.
 	if err := os.Rename(repo.Bare, repo.Bare+".gone"); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func testBrokenAndPolicy(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 		t.Fatalf("a run with the repository gone: %v, %+v; want the cached revision %s", err, rep, sha)
 	}
 	st := e.Status()
-	if st.Revision != sha || st.State != projection.EngineStateStale || st.Stale == nil || !strings.HasPrefix(st.Stale.Error, "fetch "+repo.URL+" main: ") || e.applies.Load() != 0 {
+	if st.Revision != sha || st.State != projection.EngineStateStale || st.Stale == nil || !strings.HasPrefix(st.Stale.Error, "fetch "+repo.URL+" main: ") || e.applies.Load() != 1 {
 		t.Errorf("after a failed fetch: revision %s (want %s), state %q, stale %+v, %d applies", st.Revision, sha, st.State, st.Stale, e.applies.Load())
 	}
 }

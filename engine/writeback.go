@@ -51,7 +51,7 @@ func (e *WriteError) Invalid() bool { return e.invalid }
 
 // Manages reports whether the last rendering this replica holds declared
 // the App, and the file (relative to the repository root) that declares
-// it; "" when it comes from a kustomize build. Whether an App is managed is
+// it (for a kustomize build, its kustomization). Whether an App is managed is
 // its tracking label (the routes read it); this is only where it was last
 // seen declared.
 func (e *Engine) Manages(namespace, name string) (file string, ok bool) {

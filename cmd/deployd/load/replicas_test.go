@@ -329,6 +329,34 @@ func TestEngineReplicas(t *testing.T) {
 		})
 	})
 
+	t.Run("a suspension made through any replica holds on every one", func(t *testing.T) {
+		follower := ds[0]
+		if follower == lead {
+			follower = ds[1]
+		}
+		resp, body := post(t, follower.Base+"/v1/deploy/gitops/suspend", admin, nil, "")
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"state":"suspended"`) {
+			t.Fatalf("suspend through a follower: %d %s", resp.StatusCode, body)
+		}
+		c.WaitFor(t, 10*time.Second, func() (bool, error) {
+			for _, d := range ds {
+				if st := gitopsEngine(t, d, admin); st["state"] != "suspended" {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		for _, d := range ds {
+			resp, body := post(t, d.Base+"/v1/deploy/reconcile", admin, nil, "")
+			if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "suspended (by root") {
+				t.Errorf("reconcile on %s while suspended: %d %s", d.Base, resp.StatusCode, body)
+			}
+		}
+		if resp, body := post(t, ds[2].Base+"/v1/deploy/gitops/resume", admin, nil, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"state":"ok"`) {
+			t.Fatalf("resume: %d %s", resp.StatusCode, body)
+		}
+	})
+
 	t.Run("commits, a kill -9 of the leader and a rolling upgrade", func(t *testing.T) {
 		stop := make(chan struct{})
 		samples := sampleTags(t, c, stop)
