@@ -10,8 +10,9 @@
 // namespaces, the tenant org label) before any request is made, so a refused
 // object never reaches the API server, not even as a dry run; apply sends the
 // objects whose desired state differs from what is live; prune deletes
-// labelled objects that the rendering no longer holds, behind the fuse. A
-// refused object, and a live one outside the namespace map, is never pruned.
+// labelled objects whose namespace and name no rendered document holds,
+// behind the fuse. A refused object (even of a misspelt kind or
+// apiVersion), and a live one outside the namespace map, is never pruned.
 //
 // Source fetches with go-git, never the git binary; credentials (an HTTPS
 // token as the Basic-auth password, or an SSH key) go only to https, ssh or
@@ -48,17 +49,16 @@
 //
 // Server-side apply through client-go's dynamic client (Apply with field
 // manager "deployd" and Force, so a self-heal takes back a field another
-// manager changed). github.com/fluxcd/pkg/ssa v0.78.0 was evaluated first:
-// it resolves without moving k8s.io/* off v0.37.2, but it brings
-// controller-runtime, cli-utils and k8s.io/kubectl v0.37.0 with it, and its
-// ResourceManager decides whether an object changed by a server-side dry
-// run of every object: a request per object per run, which a warm run of a
-// thousand Apps cannot afford. Instead a run lists the live objects of the
-// allowed kinds carrying the instance label once (one request per kind),
-// and an object is sent only when its desired state changed (the
-// desired-hash annotation, a hash of the rendered object) or when the
-// rendered fields are no longer a subset of live (drift, self-heal). An
-// unchanged object is not sent, so its resourceVersion does not move.
+// manager changed). A run lists the live objects of the allowed kinds that
+// carry a tracking label once (one request per kind), and an object is sent
+// only when its desired state changed (the desired-hash annotation, a hash
+// of the rendered object) or when the rendered fields are no longer a
+// subset of live (drift, self-heal). An unchanged object is not sent, so
+// its resourceVersion does not move. An object labelled for another
+// instance is SyncFailed and never sent; an unlabelled one is adopted. A
+// live object carrying projection.AnnotationReconcile "disabled" is left
+// out of apply and prune (Skipped); one carrying AnnotationPrune
+// "disabled" is never pruned.
 //
 // Every applied object carries the label projection.LabelEngineInstance
 // and the annotations projection.AnnotationEngineRevision, ...Run,
@@ -67,35 +67,60 @@
 //
 // # Runs
 //
-// One run executes at a time. Reconcile callers asking for the same kind of
-// run (dry or not) while one is in flight join it and get its report; the
-// run uses a context detached from any one caller, so a caller that goes
-// away does not cancel the others' run. Run (the loop) owns one goroutine
-// that exits when its context ends; it runs every Config.Interval (never
-// when it is zero) and at once when Trigger is called (triggers coalesce).
-// Each run writes one audit line (slog) with its id, trigger, revision and
-// counts; credentials are never logged or put in an error.
+// One run of each kind (dry or not) executes at a time. A Reconcile caller
+// joins the run in flight while it has not begun to fetch, else the one
+// queued behind it, so a webhook or request that arrives during a run
+// leads to a run that fetches after it. A run uses a context detached from
+// any one caller, so a caller that goes away does not cancel the others'
+// run. The loop runs every Config.Interval (never when it is zero) and at
+// once when Trigger is called (triggers coalesce). A fetch that fails uses
+// the last good commit in the cache (this process's, or one a previous
+// process left), so drift is still healed while git is down; the state
+// says stale, with the error and since when. A panic anywhere in a run
+// (render, an apply worker, prune) becomes that run's error, in the state,
+// the log and the OnRun hook. Each run writes one audit line (slog) with
+// its id, trigger, revision and counts; credentials are never logged or
+// put in an error.
+//
+// # Replicas
+//
+// With Config.Lease (serve always sets it) every replica campaigns for a
+// coordination.k8s.io/v1 Lease through client-go's leaderelection, and only
+// its holder runs the engine and writes, to the cluster and to git. Its
+// runs live in the term's context, which ends when a renewal fails for
+// RenewDeadline; before every write (apply, delete, push, the state) it
+// also checks that its last renewal is younger than that, so a leader that
+// was paused writes nothing once another may hold the Lease. The leader
+// keeps the state (leader and its URL, runs, last run, staleness,
+// suspension) in a ConfigMap of the Lease's name, which every replica
+// watches: Status answers alike everywhere, and a new leader carries on
+// from it. A replica that does not lead keeps its view of the repository
+// (Desired, Manages) at the leader's revision by reading git, never
+// writing. The routes forward what only the leader does to its URL.
+// Whether an App is managed is its tracking label, never this process's
+// memory.
 //
 // # Write-back
 //
-// With Config.Push, WriteTag makes a rollback or release of an App the last
-// rendering declared a commit (DESIGN.md §13.3). The rendering keeps which
-// file declared each App (Manages); EditTag changes only the bytes of that
-// App's spec.image.tag scalar, in its own quoting, so comments, key order
-// and every other byte of a file of one or many documents are kept. The
-// commit is built from objects (blob, the trees up to the root, the commit)
-// in a full bare clone of the branch beside the run's shallow cache: its
-// author is the caller, its committer deployd, its message
-// "deploy: roll back <ns>/<name> to <tag>" or "deploy: release <ns>/<name>
-// <tag>" with a Request-Id trailer, every part reduced to characters that
-// cannot break a line. It is pushed to the engine's branch only, never
-// forced; a non-fast-forward is fetched, edited again and pushed again, at
-// most pushAttempts pushes in all, then a WriteError with Conflict. Then
-// the engine reconciles at once (again if the run it joined had fetched
-// before the push). Write-backs run one at a time (one mutex), so two of
-// different Apps both land. History reads the same clone: the commits that
-// touched the App's file, newest first, with the tag each declares; it is
-// a read-side join made by the routes, never folded.
+// With Config.Push, WriteTag makes a rollback or release of a managed App a
+// commit (DESIGN.md §13.3). The file that declares the App is found in the
+// branch's head commit, whatever this process has run; EditTag changes
+// only the bytes of that App's spec.image.tag scalar, in its own quoting,
+// so comments, key order and every other byte of a file of one or many
+// documents are kept. The commit is built from objects (blob, the trees up
+// to the root, the commit) in a full bare clone of the branch beside the
+// run's shallow cache: its author is the caller, its committer deployd,
+// its message "deploy: roll back <ns>/<name> to <tag>" or "deploy: release
+// <ns>/<name> <tag>" with a Request-Id trailer, every part reduced to
+// characters that cannot break a line. It is pushed to the engine's branch
+// only, never forced; a non-fast-forward is fetched, edited again and
+// pushed again, at most pushAttempts pushes in all, then a WriteError with
+// Conflict. Then the engine reconciles at once, in a run that fetches
+// after the push. While suspended nothing is committed. Write-backs run
+// one at a time (one mutex), so two of different Apps both land. History
+// reads the same clone: the commits that touched the App's file, newest
+// first, with the tag each declares; it is a read-side join made by the
+// routes, never folded.
 //
 // # What the engine never does
 //

@@ -34,4 +34,10 @@
 //   - Routes that name one object of an app (resource, actions, events,
 //     managed-resources) find it in the app's tree only, and only for kinds
 //     deployd reads: no query reaches a Secret or another app's object.
+//   - The engine runs on one replica (the holder of its Lease). Reconcile,
+//     the git webhook, suspend and resume, and a managed App's rollback or
+//     release that reach another replica are forwarded to it unchanged, once
+//     (leader.go): its answer is the answer. The forwarding replica has
+//     checked the caller first; the leader checks again. An App is managed
+//     when it carries the engine's tracking label.
 package handlers
