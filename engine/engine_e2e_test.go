@@ -36,6 +36,7 @@ func TestEngineE2E(t *testing.T) {
 	t.Run("single flight", func(t *testing.T) { testSingleFlight(t, c, srv) })
 	t.Run("dry run", func(t *testing.T) { testDryRun(t, c, srv) })
 	t.Run("least privilege", func(t *testing.T) { testLeastPrivilege(t, c, srv) })
+	t.Run("the Lease with least privilege", func(t *testing.T) { testLeaseLeastPrivilege(t, c, srv) })
 	t.Run("kustomization", func(t *testing.T) { testKustomization(t, c, srv) })
 	// make bench-engine's code, on a small fleet (the benchmark itself is
 	// not run by make test).

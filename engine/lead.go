@@ -231,8 +231,8 @@ func (e *Engine) Identity() string {
 
 // follow keeps this replica's view of the repository (Desired, Manages:
 // what the diff routes compare live objects with) at the revision the
-// leader last applied, while this replica does not run the engine. It
-// only reads git.
+// leader last applied: on a replica that does not lead, and on a leader
+// that has not run yet (interval 0). It only reads git.
 func (e *Engine) follow(ctx context.Context) {
 	tick := time.NewTicker(e.cfg.Lease.RetryPeriod)
 	defer tick.Stop()
@@ -246,8 +246,8 @@ func (e *Engine) follow(ctx context.Context) {
 		e.mu.Lock()
 		have := e.view.target
 		e.mu.Unlock()
-		if want == "" || want == have || e.currentTerm() != nil {
-			continue
+		if want == "" || want == have {
+			continue // a leader's runs set the view as they go
 		}
 		if err := e.refreshView(ctx, want); err != nil && ctx.Err() == nil {
 			e.log.Debug("engine: the view of the repository was not refreshed", "error", err.Error())

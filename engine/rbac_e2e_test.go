@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -102,5 +103,69 @@ func testLeastPrivilege(t *testing.T, c *clustertest.Cluster, srv *enginetest.Se
 		if err := try(); !apierrors.IsForbidden(err) {
 			t.Errorf("as deployd: got %v, want Forbidden", err)
 		}
+	}
+}
+
+// testLeaseLeastPrivilege: as deployd's identity bound to deploy/rbac.yaml's
+// Role in its namespace (and the ClusterRole testLeastPrivilege bound), an
+// engine with a Lease takes it, keeps its state in the ConfigMap, and runs.
+func testLeaseLeastPrivilege(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.Role
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		var probe struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &probe); err == nil && probe.Kind == "Role" {
+			if err := yaml.Unmarshal(doc, &role); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(role.Rules) == 0 || role.Namespace == "" {
+		t.Fatal("deploy/rbac.yaml has no Role for the engine's Lease")
+	}
+	createNamespaces(t, c, role.Namespace)
+	cs := c.Clientset()
+	role.ObjectMeta = metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace}
+	if _, err := cs.RbacV1().Roles(role.Namespace).Create(t.Context(), &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.RbacV1().RoleBindings(role.Namespace).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "deployd"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := srv.NewRepo(t, "fleet-lease-rbac")
+	repo.Commit(t, "an app", map[string]string{"crs/a.yaml": appYAML("lr-app", "hanzo", "v1")})
+	cfg := Defaults() // instance "universe": the Role names its Lease
+	cfg.Repo, cfg.Path, cfg.Interval = repo.URL, "crs", time.Second
+	cfg.CacheDir = filepath.Join(t.TempDir(), "cache")
+	lease := DefaultLease()
+	lease.Namespace, lease.Identity, lease.URL = role.Namespace, NewIdentity(), "http://127.0.0.1:1"
+	lease.Duration, lease.RenewDeadline, lease.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
+	cfg.Lease = &lease
+	e, err := New(cfg, rest.CopyConfig(c.UserConfig(clustertest.DeploydUser)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c.WaitFor(t, 20*time.Second, func() (bool, error) {
+		st := e.Status()
+		return st.Leader != nil && st.Leader.Identity == lease.Identity && st.LastRun != nil && st.LastRun.Error == "" && st.LastRun.Synced == 1, nil
+	})
+	l, err := cs.CoordinationV1().Leases(role.Namespace).Get(t.Context(), LeaseName("universe"), metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != lease.Identity {
+		t.Fatalf("the Lease: %v %+v", err, l)
+	}
+	if url, self, err := e.Leader(); !self || err != nil || url != "" {
+		t.Errorf("Leader() on the leader: %q %v %v", url, self, err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -53,6 +54,25 @@ var appsGVR = schema.GroupVersionResource{Group: "hanzo.ai", Version: "v1", Reso
 // replicaApp is the App every commit k of the scenario may bump.
 func replicaApp(i int, tag string) string {
 	return fmt.Sprintf("apiVersion: hanzo.ai/v1\nkind: App\nmetadata:\n  name: rep-%d\n  namespace: hanzo\nspec:\n  image: {repository: ghcr.io/hanzoai/rep-%d, tag: %s}\n", i, i, tag)
+}
+
+// newReplicaSet starts an API server with its audit log, the namespaces,
+// and a git server holding the fleet's first commit; no replica yet.
+func newReplicaSet(tb testing.TB, lease time.Duration) *replicaSet {
+	tb.Helper()
+	c := clustertest.Start(tb, clustertest.WithAuditLog())
+	for _, ns := range []string{"hanzo", leaseNamespace} {
+		if _, err := c.Clientset().CoreV1().Namespaces().Create(tb.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	repo := enginetest.NewServer(tb).NewRepo(tb, "fleet")
+	files := map[string]string{}
+	for i := range replicaApps {
+		files[fmt.Sprintf("crs/rep-%d.yaml", i)] = replicaApp(i, "v1.0.0")
+	}
+	repo.Commit(tb, "the fleet", files)
+	return &replicaSet{tb: tb, c: c, bin: buildDeployd(tb), id: startIdentity(tb), repo: repo, lease: lease}
 }
 
 type replicaSet struct {
@@ -202,7 +222,7 @@ func sampleTags(t *testing.T, c *clustertest.Cluster, stop <-chan struct{}) (sam
 			now := map[string]bool{}
 			for _, u := range list.Items {
 				now[u.GetName()] = true
-				tag, _, _ := unstructuredNested(u.Object, "spec", "image", "tag")
+				tag, _, _ := unstructured.NestedString(u.Object, "spec", "image", "tag")
 				m := tagNumber.FindStringSubmatch(tag)
 				if m == nil {
 					continue // a drift the test made by hand
@@ -224,34 +244,9 @@ func sampleTags(t *testing.T, c *clustertest.Cluster, stop <-chan struct{}) (sam
 	return samples
 }
 
-func unstructuredNested(m map[string]any, path ...string) (string, bool, error) {
-	var cur any = m
-	for _, p := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur = mm[p]
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
-}
-
 func TestEngineReplicas(t *testing.T) {
-	c := clustertest.Start(t, clustertest.WithAuditLog())
-	for _, ns := range []string{"hanzo", leaseNamespace} {
-		if _, err := c.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := enginetest.NewServer(t)
-	repo := srv.NewRepo(t, "fleet")
-	files := map[string]string{}
-	for i := range replicaApps {
-		files[fmt.Sprintf("crs/rep-%d.yaml", i)] = replicaApp(i, "v1.0.0")
-	}
-	repo.Commit(t, "the fleet", files)
-	rs := &replicaSet{tb: t, c: c, bin: buildDeployd(t), id: startIdentity(t), repo: repo}
+	rs := newReplicaSet(t, replicaLease)
+	c, repo := rs.c, rs.repo
 	admin := rs.id.token(t, superAdmin, time.Hour)
 
 	terms := watchLease(t, c)
@@ -275,6 +270,33 @@ func TestEngineReplicas(t *testing.T) {
 					return false, nil
 				}
 				if l, _ := st["leader"].(map[string]any); l == nil || l["identity"] == "" {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	})
+
+	t.Run("every replica diffs against the same desired state", func(t *testing.T) {
+		var bodies []string
+		c.WaitFor(t, 15*time.Second, func() (bool, error) {
+			bodies = bodies[:0]
+			for _, d := range ds {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, d.Base+"/api/v1/applications/rep-1/managed-resources?appNamespace=hanzo", nil)
+				req.Header.Set("Authorization", "Bearer "+admin)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return false, err
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"targetState":"{`) {
+					return false, nil // this replica has no view of git yet
+				}
+				bodies = append(bodies, string(b))
+			}
+			for _, b := range bodies[1:] {
+				if b != bodies[0] {
 					return false, nil
 				}
 			}
@@ -399,7 +421,7 @@ func TestEngineReplicas(t *testing.T) {
 					if err != nil {
 						return false, nil
 					}
-					tag, _, _ := unstructuredNested(u.Object, "spec", "image", "tag")
+					tag, _, _ := unstructured.NestedString(u.Object, "spec", "image", "tag")
 					return tag != "drift-by-hand", nil
 				})
 				healAfterKill = time.Since(killedAt)
@@ -503,7 +525,7 @@ func TestEngineReplicas(t *testing.T) {
 			if err != nil {
 				return false, nil
 			}
-			tag, _, _ := unstructuredNested(u.Object, "spec", "image", "tag")
+			tag, _, _ := unstructured.NestedString(u.Object, "spec", "image", "tag")
 			return tag == "v1.0.1", nil
 		})
 		for _, ev := range c.AuditEvents(t) {
@@ -587,20 +609,8 @@ func BenchmarkEngineReplicas(b *testing.B) {
 		lease = time.Duration(v) * time.Second
 	}
 	for range b.N {
-		c := clustertest.Start(b, clustertest.WithAuditLog())
-		for _, ns := range []string{"hanzo", leaseNamespace} {
-			if _, err := c.Clientset().CoreV1().Namespaces().Create(b.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		srv := enginetest.NewServer(b)
-		repo := srv.NewRepo(b, "fleet")
-		files := map[string]string{}
-		for i := range replicaApps {
-			files[fmt.Sprintf("crs/rep-%d.yaml", i)] = replicaApp(i, "v1.0.0")
-		}
-		repo.Commit(b, "the fleet", files)
-		rs := &replicaSet{tb: b, c: c, bin: buildDeployd(b), id: startIdentity(b), repo: repo, lease: lease}
+		rs := newReplicaSet(b, lease)
+		c, repo := rs.c, rs.repo
 		k := 0
 		bump := func() {
 			k++
