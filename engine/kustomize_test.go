@@ -387,3 +387,50 @@ func TestRenderKustomizeDeadlineFreesTheEngine(t *testing.T) {
 		t.Fatalf("after the held build ended: %v, %v", names(docs), err)
 	}
 }
+
+// FuzzKustomization: whatever a kustomization says, the render answers
+// objects or a RenderError, never panics, and never reaches the network
+// (the seeds point every field kind at a counting loopback server).
+func FuzzKustomization(f *testing.F) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Write([]byte(kApp))
+	}))
+	defer srv.Close()
+	u := srv.URL + "/x.yaml"
+	for _, seed := range []string{
+		"resources: [app.yaml]\n",
+		"resources: [app.yaml, " + u + "]\n",
+		"resources: [app.yaml]\npatches: [{path: " + u + "}]\n",
+		"resources: [app.yaml]\npatchesStrategicMerge: [" + u + "]\n",
+		"resources: [app.yaml]\nreplacements: [{path: " + u + "}]\n",
+		"resources: [app.yaml]\nconfigMapGenerator: [{name: c, files: [" + u + "]}]\n",
+		"resources: [app.yaml]\ntransformers: [" + u + "]\n",
+		"resources: [app.yaml]\nhelmCharts: [{name: x, repo: " + srv.URL + "}]\n",
+		"resources: [app.yaml]\ncomponents: [c]\n",
+		"resources: [app.yaml]\nopenapi: {path: " + u + "}\n",
+		"resources: [app.yaml]\nPatches: [{Path: " + u + "}]\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, kust []byte) {
+		files := map[string][]byte{"k/kustomization.yaml": kust, "k/app.yaml": []byte(kApp),
+			"k/c/kustomization.yaml": []byte("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n")}
+		docs, err := Render(t.Context(), files, "k")
+		if err != nil {
+			var re *RenderError
+			if !errors.As(err, &re) {
+				t.Fatalf("got %T %v, want a RenderError", err, err)
+			}
+		}
+		for _, d := range docs {
+			if d.Object.GetKind() == "" || d.Object.GetName() == "" {
+				t.Fatalf("rendered %v", d.Object.Object)
+			}
+		}
+		if got := n.Load(); got != 0 {
+			t.Fatalf("the render made %d requests to the network for %q", got, kust)
+		}
+	})
+}
