@@ -312,7 +312,7 @@ func TestEngineReplicas(t *testing.T) {
 				break
 			}
 		}
-		leaderRuns := strings.Count(lead.log.String(), `"msg":"engine run"`)
+		requested := strings.Count(lead.log.String(), `"trigger":"request"`)
 		resp, body := post(t, follower.Base+"/v1/deploy/reconcile", admin, nil, "")
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("reconcile on a follower: %d %s", resp.StatusCode, body)
@@ -331,8 +331,8 @@ func TestEngineReplicas(t *testing.T) {
 		if want := []string{"declared", "failed", "instance", "prune", "pruned", "results", "revision", "source", "synced"}; !slices.Equal(keys, want) {
 			t.Errorf("the forwarded answer's keys %v, want the report's %v", keys, want)
 		}
-		if n := strings.Count(lead.log.String(), `"trigger":"request"`); n < 1 || strings.Count(lead.log.String(), `"msg":"engine run"`) <= leaderRuns {
-			t.Errorf("the leader ran no request run")
+		if n := strings.Count(lead.log.String(), `"trigger":"request"`); n != requested+1 {
+			t.Errorf("the leader ran %d runs for the forwarded request, want exactly one", n-requested)
 		}
 		for _, d := range ds {
 			if d != lead && strings.Contains(d.log.String(), `"msg":"engine run"`) {
@@ -349,6 +349,15 @@ func TestEngineReplicas(t *testing.T) {
 		c.WaitFor(t, 10*time.Second, func() (bool, error) {
 			return strings.Contains(lead.log.String(), `"trigger":"webhook"`), nil
 		})
+		time.Sleep(replicaInterval)
+		if n := strings.Count(lead.log.String(), `"trigger":"webhook"`); n != 1 {
+			t.Errorf("the leader ran %d runs for one webhook, want exactly one", n)
+		}
+		for _, d := range ds {
+			if d != lead && strings.Contains(d.log.String(), `"trigger":"webhook"`) {
+				t.Errorf("a follower (%s) ran the webhook's run", d.Base)
+			}
+		}
 	})
 
 	t.Run("a suspension made through any replica holds on every one", func(t *testing.T) {
