@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -22,8 +21,10 @@ import (
 // pageEngine stands in for the engine behind the dashboard: a dry run and
 // a run of a fixed rendering, and the calls it got.
 type pageEngine struct {
-	mu    sync.Mutex
-	calls []string // "dry" or "run", in order
+	mu        sync.Mutex
+	calls     []string // "dry" or "run", in order
+	suspended *projection.EngineSuspension
+	stale     *projection.EngineStale
 }
 
 const pageRevision = "9e1b0c7d2a4f6e8b0d1c3a5f7e9b2d4c6a8e0f13"
@@ -57,12 +58,21 @@ func (e *pageEngine) Status() projection.EngineStatus {
 	defer e.mu.Unlock()
 	started := time.Now().Add(-2 * time.Minute).UTC().Truncate(time.Second)
 	next := started.Add(3 * time.Minute)
-	return projection.EngineStatus{
+	st := projection.EngineStatus{
 		Enabled: true, Source: pageSource, Revision: pageRevision, Runs: int64(len(e.calls) + 1),
 		LastRun: &projection.EngineRun{ID: "20261130T120000Z-1", Trigger: projection.TriggerInterval, StartedAt: started,
 			FinishedAt: started.Add(time.Second), Declared: 4, Synced: 3, Failed: 1},
-		NextRunAt: &next,
+		NextRunAt: &next, State: projection.EngineStateOK,
+		Leader:    &projection.EngineLeader{Identity: "deployd-7d9f-x2c4d1", Since: started.Add(-time.Hour)},
+		Suspended: e.suspended, Stale: e.stale,
 	}
+	switch {
+	case e.suspended != nil:
+		st.State = projection.EngineStateSuspended
+	case e.stale != nil:
+		st.State = projection.EngineStateStale
+	}
+	return st
 }
 
 func (e *pageEngine) Desired(projection.Kind, string, string) (map[string]any, bool) {
@@ -77,12 +87,27 @@ func (e *pageEngine) Instance() string { return "universe" }
 
 func (e *pageEngine) Leader() (string, bool, error) { return "", true, nil }
 
-func (e *pageEngine) Suspend(context.Context, string) (projection.EngineStatus, error) {
-	return projection.EngineStatus{}, errors.New("the fake engine is not suspended")
+func (e *pageEngine) Suspend(_ context.Context, by string) (projection.EngineStatus, error) {
+	e.mu.Lock()
+	e.suspended = &projection.EngineSuspension{By: by, At: time.Now().UTC().Truncate(time.Second)}
+	e.mu.Unlock()
+	return e.Status(), nil
 }
 
 func (e *pageEngine) Resume(context.Context) (projection.EngineStatus, error) {
-	return projection.EngineStatus{}, errors.New("the fake engine is not suspended")
+	e.mu.Lock()
+	e.suspended = nil
+	e.mu.Unlock()
+	return e.Status(), nil
+}
+
+func (e *pageEngine) suspendedBy() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.suspended == nil {
+		return ""
+	}
+	return e.suspended.By
 }
 
 func (e *pageEngine) WriteTag(context.Context, projection.TagWrite) (string, error) {
@@ -151,6 +176,29 @@ func TestWebEngine(t *testing.T) {
 	if got := eng.called(); !slices.Equal(got, []string{"dry", "run", "dry"}) {
 		t.Fatalf("after a cancel the engine ran %v, want one more dry run and nothing else", got)
 	}
+
+	// The leader is named; Suspend (confirmed) shows who suspended it and
+	// takes Reconcile away; Resume brings it back. A stale engine says why.
+	if l := eval[string](b, `document.querySelector('#engine-leader')?.textContent || ''`); !strings.Contains(l, "deployd-7d9f-x2c4d1") {
+		t.Errorf("the leader shown: %q", l)
+	}
+	b.click("Suspend", "#engine-suspend")
+	b.waitFor("the suspend dialog", `document.querySelector('#confirm-dialog').open`, 10*time.Second)
+	b.click("confirm", "#confirm-ok")
+	b.waitFor("the suspended panel", `document.querySelector('#engine-panel').dataset.state === 'suspended' && document.querySelector('#engine-state').textContent.includes('Suspended') && !!document.querySelector('#engine-suspended') && !document.querySelector('#engine-reconcile') && !!document.querySelector('#engine-resume')`, 10*time.Second)
+	by := eng.suspendedBy()
+	if by == "" || !strings.Contains(eval[string](b, `document.querySelector('#engine-suspended').textContent`), by) {
+		t.Errorf("suspended by %q; the panel says %q", by, eval[string](b, `document.querySelector('#engine-suspended').textContent`))
+	}
+	eng.mu.Lock()
+	eng.stale = &projection.EngineStale{Since: time.Now().Add(-10 * time.Minute).UTC(), Error: "fetch https://git.example/hanzoai/universe main: connection refused"}
+	eng.mu.Unlock()
+	b.click("Resume", "#engine-resume")
+	b.waitFor("the stale panel", `document.querySelector('#engine-panel').dataset.state === 'stale' && document.querySelector('#engine-state').textContent.includes('Stale') && document.querySelector('#engine-stale')?.textContent.includes('connection refused') && !!document.querySelector('#engine-reconcile')`, 10*time.Second)
+	t.Logf("screenshot of a stale engine: %s", b.viewportShot(shots, "engine-stale.png"))
+	eng.mu.Lock()
+	eng.stale = nil
+	eng.mu.Unlock()
 
 	// An App the engine applied: its row shows the commit, its page the
 	// commit beside the declared tag, which stays the tag.

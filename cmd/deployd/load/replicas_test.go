@@ -201,13 +201,15 @@ func holderAt(terms []leaseTerm, at time.Time) string {
 
 var tagNumber = regexp.MustCompile(`^v1\.0\.(\d+)$`)
 
-// sampleTags lists every App every 100 ms until stop, and fails the test
-// when a tag goes back or an App once seen disappears.
-func sampleTags(t *testing.T, c *clustertest.Cluster, stop <-chan struct{}) (samples *int) {
+// sampleTags lists every App every 100 ms until stop is closed, and
+// fails the test when a tag goes back or an App once seen disappears; it
+// answers how many lists it read once it has stopped.
+func sampleTags(t *testing.T, c *clustertest.Cluster, stop <-chan struct{}) (samples func() int) {
 	n := 0
-	samples = &n
 	last := map[string]int{}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for {
 			select {
 			case <-stop:
@@ -241,7 +243,7 @@ func sampleTags(t *testing.T, c *clustertest.Cluster, stop <-chan struct{}) (sam
 			}
 		}
 	}()
-	return samples
+	return func() int { <-done; return n }
 }
 
 func TestEngineReplicas(t *testing.T) {
@@ -470,7 +472,7 @@ func TestEngineReplicas(t *testing.T) {
 			return u.GetAnnotations()[projection.AnnotationEngineRevision] == head, nil
 		})
 		close(stop)
-		t.Logf("%d commits (%d Apps added), %d samples of every tag; the kill -9's drift healed %v after it", commits, added, *samples, healAfterKill.Round(time.Millisecond))
+		t.Logf("%d commits (%d Apps added), %d samples of every tag; the kill -9's drift healed %v after it", commits, added, samples(), healAfterKill.Round(time.Millisecond))
 
 		// Every App write and delete came from the Lease's holder of the
 		// moment, and no desired state was written twice: an App is

@@ -1,6 +1,7 @@
 // The GitOps engine's panel, for SuperAdmins: its state (from
-// GET /v1/deploy/gitops) and a "Reconcile" button that first runs a dry run
-// and shows what would change, then reconciles once confirmed.
+// GET /v1/deploy/gitops: enabled, stale or suspended, the leader replica), a
+// "Reconcile" button that first runs a dry run and shows what would change,
+// then reconciles once confirmed, and Suspend / Resume.
 import {h, icon, replace, timeEl} from './dom.js';
 import {api, ApiError} from './api.js';
 import {toast, confirmAction} from './ui.js';
@@ -89,15 +90,33 @@ export class EnginePanel {
       return;
     }
     this.el.dataset.enabled = String(!!st.enabled);
-    const state = st.enabled
-      ? h('span', {class: 'badge tone-healthy', id: 'engine-state'}, icon('check'), h('span', {class: 'badge-text'}, 'Enabled'))
-      : h('span', {class: 'badge tone-none', id: 'engine-state'}, icon('pause'), h('span', {class: 'badge-text'}, 'Disabled'));
-    const button = st.enabled ? h('button', {
+    this.el.dataset.state = st.enabled ? (st.state || 'ok') : 'disabled';
+    const badge = (tone, glyph, text) => h('span', {class: 'badge tone-' + tone, id: 'engine-state'}, icon(glyph), h('span', {class: 'badge-text'}, text));
+    let state = badge('none', 'pause', 'Disabled');
+    if (st.enabled && st.suspended) state = badge('suspended', 'pause', 'Suspended');
+    else if (st.enabled && st.stale) state = badge('outofsync', 'warn', 'Stale');
+    else if (st.enabled) state = badge('healthy', 'check', 'Enabled');
+    const suspended = !!(st.enabled && st.suspended);
+    const button = st.enabled && !suspended ? h('button', {
       type: 'button', class: 'btn btn-primary', id: 'engine-reconcile', disabled: this.busy,
       'aria-busy': this.busy ? 'true' : null, onclick: () => this.reconcile(),
     }, icon('sync', this.busy ? 'spin' : ''), this.busy ? 'Reconciling…' : 'Reconcile') : null;
+    const toggle = st.enabled ? h('button', {
+      type: 'button', class: 'btn', id: suspended ? 'engine-resume' : 'engine-suspend', disabled: this.busy,
+      onclick: () => this.setSuspended(!suspended),
+    }, icon(suspended ? 'sync' : 'pause'), suspended ? 'Resume' : 'Suspend') : null;
+    const notices = [];
+    if (suspended) {
+      notices.push(h('p', {class: 'banner banner-warn', id: 'engine-suspended'}, 'Suspended by ', st.suspended.by, ' ',
+        timeEl(st.suspended.at), ': interval and webhook runs are skipped, and a reconcile is refused until it is resumed.'));
+    }
+    if (st.enabled && st.stale) {
+      notices.push(h('p', {class: 'banner banner-warn', id: 'engine-stale'}, 'The repository cannot be fetched; the first failure was ',
+        timeEl(st.stale.since), ' (', st.stale.error, '). Runs heal from the last good commit meanwhile.'));
+    }
     replace(this.el,
-      h('div', {class: 'engine-head'}, title, state, h('span', {class: 'engine-actions'}, button)),
+      h('div', {class: 'engine-head'}, title, state, h('span', {class: 'engine-actions'}, toggle, button)),
+      notices,
       h('dl', {class: 'engine-facts'},
         h('div', null, h('dt', null, 'Source'), h('dd', {id: 'engine-source'},
           src.repo ? [code(src.repo.replace(/^https?:\/\//, ''), {title: src.repo}), src.path ? [' ', code(src.path)] : null,
@@ -108,7 +127,9 @@ export class EnginePanel {
             run.error ? h('span', {class: 'error-text'}, run.error) : counts(run)]
           : h('span', {class: 'muted'}, st.enabled ? 'none yet' : '—'))),
         h('div', null, h('dt', null, 'Next run'), h('dd', {id: 'engine-next-run'},
-          st.nextRunAt ? timeEl(st.nextRunAt) : h('span', {class: 'muted'}, st.enabled ? 'on demand' : '—')))),
+          st.nextRunAt ? timeEl(st.nextRunAt) : h('span', {class: 'muted'}, st.enabled ? 'on demand' : '—'))),
+        st.leader ? h('div', null, h('dt', null, 'Leader'), h('dd', {id: 'engine-leader'},
+          code(st.leader.identity), ' since ', timeEl(st.leader.since))) : null),
       st.enabled ? null : h('p', {class: 'stat-msg'}, 'Set DEPLOY_ENGINE_ENABLED=true to reconcile the fleet from git.'),
       this.report ? this.renderReport(this.report) : null);
   }
@@ -123,6 +144,29 @@ export class EnginePanel {
   setBusy(busy) {
     this.busy = busy;
     if (!this.destroyed) this.render();
+  }
+
+  // setSuspended suspends the engine (after a confirmation) or resumes it.
+  async setSuspended(suspend) {
+    if (this.busy) return;
+    if (suspend) {
+      const ok = await confirmAction({
+        title: 'Suspend the engine?',
+        body: [h('p', null, 'Interval and webhook runs are skipped and reconciles are refused, on every replica, until it is resumed. Nothing already applied changes.')],
+        confirm: 'Suspend',
+      });
+      if (!ok) return;
+    }
+    this.setBusy(true);
+    try {
+      const st = await api(suspend ? '/v1/deploy/gitops/suspend' : '/v1/deploy/gitops/resume', {method: 'POST'});
+      this.status = st;
+      toast(suspend ? 'The engine is suspended.' : 'The engine is resumed; a run is queued.', 'success');
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 401)) toast((suspend ? 'Suspend' : 'Resume') + ' failed: ' + err.message, 'error');
+    }
+    this.setBusy(false);
+    this.refresh();
   }
 
   async reconcile() {
