@@ -159,6 +159,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		},
 		Hub:        func() stream.Stats { return stream.Stats{} },
 		TokenCache: func() auth.CacheStats { return auth.CacheStats{} },
+		Engine:     func() (projection.EngineStatus, bool) { return projection.EngineStatus{Enabled: true}, true },
 	})
 	m.Request("GET", "/", 200, time.Millisecond)
 	m.SignIn("ok")

@@ -86,6 +86,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		TokenCache:    p.auth.CacheStats,
 		ClusterServer: cfg.Projection.ClusterServer,
 		ClusterName:   cfg.ClusterName,
+		Engine:        engineGauges(cfg.Engine),
 	})
 	cfg.Feed.OnBatch = func(b cluster.Batch) { p.metrics.Batch(b.Size, b.Fold, b.Wait) }
 	if hook, ok := cfg.Engine.(interface {
@@ -177,6 +178,18 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// engineGauges reads the engine's state for the metrics; nil when the
+// engine is disabled.
+func engineGauges(e handlers.Engine) func() (projection.EngineStatus, bool) {
+	if e == nil {
+		return nil
+	}
+	return func() (projection.EngineStatus, bool) {
+		_, self, _ := e.Leader()
+		return e.Status(), self
+	}
 }
 
 // publish hands the writer's deltas to the stream hub.

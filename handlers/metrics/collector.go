@@ -61,6 +61,12 @@ var (
 		"Events held in the resume ring.", nil, nil)
 	descRingAge = prometheus.NewDesc("deployd_stream_ring_age_seconds",
 		"Age of the oldest event in the resume ring; 0 when it is empty.", nil, nil)
+	descEngineLeader = prometheus.NewDesc("deployd_engine_leader",
+		"1 on the replica that runs the engine (holds its Lease), 0 on the others.", nil, nil)
+	descEngineSuspended = prometheus.NewDesc("deployd_engine_suspended",
+		"1 while the engine is suspended (interval and webhook runs skipped).", nil, nil)
+	descEngineStale = prometheus.NewDesc("deployd_engine_stale_since_timestamp_seconds",
+		"When the repository's fetches began to fail (runs heal from the last good commit meanwhile); 0 while they succeed.", nil, nil)
 	descTokenCache = prometheus.NewDesc("deployd_token_cache_requests_total",
 		"Bearer token verifications, by result (hit: answered from the cache; miss: verified against the issuer's keys).", []string{"result"}, nil)
 )
@@ -74,6 +80,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descReady, descKindsListed, descKindsServed, descFolded, descQueued, descChanges, descRelists,
 		descWatchRestarts, descObjects, descRevision, descApps, descSubscribers, descViews, descEvents,
 		descEncodings, descCutOffs, descResets, descRingLen, descRingAge, descTokenCache,
+		descEngineLeader, descEngineSuspended, descEngineStale,
 	} {
 		ch <- d
 	}
@@ -136,6 +143,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			age = max(time.Since(st.RingOldest).Seconds(), 0)
 		}
 		gauge(descRingAge, age)
+	}
+	if c.src.Engine != nil {
+		st, leading := c.src.Engine()
+		gauge(descEngineLeader, b2f(leading))
+		gauge(descEngineSuspended, b2f(st.Suspended != nil))
+		since := 0.0
+		if st.Stale != nil {
+			since = float64(st.Stale.Since.UnixNano()) / 1e9
+		}
+		gauge(descEngineStale, since)
 	}
 	if c.src.TokenCache != nil {
 		tc := c.src.TokenCache()

@@ -29,6 +29,9 @@ type Sources struct {
 	// ClusterServer and ClusterName label argocd_cluster_* (the server is
 	// the one spec.destination.server names).
 	ClusterServer, ClusterName string
+	// Engine is the engine's state and whether this replica runs it; nil
+	// when the engine is disabled.
+	Engine func() (st projection.EngineStatus, leading bool)
 }
 
 // Cluster is what the watcher and the feed report, read at scrape time.

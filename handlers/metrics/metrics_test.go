@@ -275,3 +275,32 @@ func TestNilMetrics(t *testing.T) {
 	m.EngineRun(nil, nil, 0, time.Now())
 	m.ReleaseRefresh(nil, time.Now())
 }
+
+// TestEngineStateGauges: the engine's leadership, suspension and staleness
+// are read at scrape time; without an engine there are none.
+func TestEngineStateGauges(t *testing.T) {
+	since := time.Unix(1_800_000_000, 0)
+	st := projection.EngineStatus{Enabled: true}
+	leading := false
+	m := New(Sources{Engine: func() (projection.EngineStatus, bool) { return st, leading }})
+	value := func(name string) float64 {
+		t.Helper()
+		f := scrape(t, m)[name]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("%s: %v", name, f)
+		}
+		return f.GetMetric()[0].GetGauge().GetValue()
+	}
+	if value("deployd_engine_leader") != 0 || value("deployd_engine_suspended") != 0 || value("deployd_engine_stale_since_timestamp_seconds") != 0 {
+		t.Fatal("a follower of a fresh, running engine")
+	}
+	st.Stale = &projection.EngineStale{Since: since, Error: "fetch failed"}
+	st.Suspended = &projection.EngineSuspension{By: "ada", At: since}
+	leading = true
+	if value("deployd_engine_leader") != 1 || value("deployd_engine_suspended") != 1 || value("deployd_engine_stale_since_timestamp_seconds") != float64(since.Unix()) {
+		t.Fatal("the leader of a stale, suspended engine")
+	}
+	if f := scrape(t, New(Sources{}))["deployd_engine_leader"]; f != nil {
+		t.Errorf("without an engine: %v", f)
+	}
+}
