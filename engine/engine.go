@@ -240,24 +240,24 @@ func (e *Engine) Reconcile(ctx context.Context, trigger string, dryRun bool) (*p
 // errSkipped is an interval or webhook run skipped while suspended.
 var errSkipped = errors.New("the engine is suspended")
 
-// fly runs f, then starts the run queued behind it.
+// fly runs f, then each run queued behind it, one after another.
 func (e *Engine) fly(i int, f *flight, dryRun bool) {
-	parent, err := e.runParent()
-	if err == nil {
-		ctx, cancel := context.WithTimeout(parent, runTimeout)
-		f.report, f.err = e.runOnce(ctx, f, dryRun)
-		cancel()
-	} else {
-		f.err = err
-	}
-	e.mu.Lock()
-	sl := &e.flights[i]
-	sl.current, sl.next = sl.next, nil
-	next := sl.current
-	e.mu.Unlock()
-	close(f.done)
-	if next != nil {
-		e.fly(i, next, dryRun)
+	for f != nil {
+		parent, err := e.runParent()
+		if err == nil {
+			ctx, cancel := context.WithTimeout(parent, runTimeout)
+			f.report, f.err = e.runOnce(ctx, f, dryRun)
+			cancel()
+		} else {
+			f.err = err
+		}
+		e.mu.Lock()
+		sl := &e.flights[i]
+		sl.current, sl.next = sl.next, nil
+		next := sl.current
+		e.mu.Unlock()
+		close(f.done)
+		f = next
 	}
 }
 
@@ -334,8 +334,9 @@ func (e *Engine) lead(ctx context.Context) {
 }
 
 // loop is the self-heal loop: it reconciles every Config.Interval (first
-// at once) and whenever Trigger is called, until ctx ends. With a zero
-// interval it runs only on triggers.
+// at once; from one interval run's start to the next's) and whenever
+// Trigger is called, until ctx ends. With a zero interval it runs only on
+// triggers.
 func (e *Engine) loop(ctx context.Context) {
 	var timer *time.Timer
 	if e.cfg.Interval > 0 {
@@ -355,16 +356,21 @@ func (e *Engine) loop(ctx context.Context) {
 			trigger = projection.TriggerInterval
 		case trigger = <-e.trigger:
 		}
-		// Errors are in the run's audit line and in Status.
-		if _, err := e.Reconcile(ctx, trigger, false); errors.Is(err, errSkipped) {
-			e.log.Info("engine run skipped: the engine is suspended", "trigger", trigger)
-		}
-		if timer != nil && ctx.Err() == nil {
+		if timer != nil && trigger == projection.TriggerInterval {
+			// Intervals run start to start; the run publishes when the
+			// next one is due.
 			timer.Reset(e.cfg.Interval)
 			next := e.now().Add(e.cfg.Interval).UTC()
 			e.mu.Lock()
 			e.st.NextRunAt = &next
 			e.mu.Unlock()
+		}
+		// Errors are in the run's audit line and in Status.
+		if _, err := e.Reconcile(ctx, trigger, false); errors.Is(err, errSkipped) {
+			e.log.Info("engine run skipped: the engine is suspended", "trigger", trigger)
+			if trigger == projection.TriggerInterval {
+				e.publish(ctx) // the next run's time
+			}
 		}
 	}
 }
