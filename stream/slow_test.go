@@ -115,7 +115,12 @@ func TestStalledReplayIsCutOff(t *testing.T) {
 	waitFor(t, 10*time.Second, "the backlog in the ring", func() bool { return e.hub.Stats().Events >= backlog })
 
 	conn := stalled(t, e, fmt.Sprintf("GET /apps HTTP/1.1\r\nHost: x\r\nX-Identity: all\r\nLast-Event-ID: %d\r\n\r\n", from))
-	waitFor(t, 10*time.Second, "the stream to start", func() bool { return e.hub.Stats().Subscribers == 0 && e.hub.Stats().Events >= backlog })
+	// It is served and replaying (not in a view), and has written part of
+	// the ring before its socket filled.
+	waitFor(t, 10*time.Second, "the stream to start replaying", func() bool {
+		st := e.hub.Stats()
+		return st.Subscribers == 1 && st.Joined == 0 && st.ReplayEncodings > 0
+	})
 
 	go func() {
 		tick := time.NewTicker(time.Millisecond)
