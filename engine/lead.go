@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -56,8 +57,8 @@ func NewIdentity() string {
 
 func (l LeaseConfig) validate() error {
 	switch {
-	case l.Namespace == "" || !labelValue(l.Namespace):
-		return bad("Lease", "lease namespace %q is not a namespace name", l.Namespace)
+	case len(validation.IsDNS1123Label(l.Namespace)) > 0:
+		return bad("Lease", "lease namespace %q is not a namespace name (lowercase letters, digits and -, at most 63)", l.Namespace)
 	case l.Identity == "":
 		return bad("Lease", "lease identity is empty")
 	case l.Duration < time.Second || l.Duration%time.Second != 0:
