@@ -105,11 +105,16 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 		if ctx.Err() != nil {
 			return
 		}
-		for _, f := range s.take() {
+		frames := s.take()
+		for _, f := range frames {
 			out.write(f)
 		}
 		if out.flush() != nil {
 			s.cancel(errWriteFailed)
+			return
+		}
+		if drained(frames) {
+			s.cancel(errDrained)
 			return
 		}
 	}
@@ -205,7 +210,7 @@ func (h *Hub) enter(s *subscriber) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
-		return ErrHubStopped
+		return h.refusal()
 	}
 	h.clients[s] = struct{}{}
 	h.active.Add(1)

@@ -1,0 +1,162 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// ErrDraining: the hub is draining, its process going away (503). It wraps
+// ErrHubStopped, so errors.Is(err, ErrHubStopped) holds for it too.
+var ErrDraining = fmt.Errorf("stream: the hub is draining: %w", ErrHubStopped)
+
+// Why a drain ends a stream (context causes, logged): at its moment, or
+// when the drain's time ran out.
+var (
+	errDrained  = errors.New("drained: the process is shutting down; the client resumes on another replica")
+	errDrainCut = errors.New("cut off: the drain ran out of time; the client resumes on another replica")
+)
+
+// drainFrame is the last frame queued to a live applications stream the
+// drain ends: a comment, known by its address, after which the stream
+// writes nothing more and ends.
+var drainFrame = []byte(": drain\n\n")
+
+// drains holds the hubs whose drain began. A process drains its hub once,
+// as it ends, so the set stays small.
+var drains sync.Map // *Hub → struct{}
+
+// Draining reports whether Drain was called: the hub refuses new streams.
+func (h *Hub) Draining() bool {
+	_, ok := drains.Load(h)
+	return ok
+}
+
+// Drain ends every applications and tree stream, spread evenly over
+// `over`, so their clients resume on other replicas with Last-Event-ID
+// rather than all reconnecting at once. The streams are shuffled and the
+// i-th of n ends at a random moment of [i·over/n, (i+1)·over/n) from now,
+// on the hub's Clock; over ≤ 0 ends them all at once. A live applications
+// stream first writes every frame queued to it, then a comment, and ends;
+// one still in its burst or replaying the ring ends at once (it has nothing
+// queued). From the start of the drain, new streams are refused:
+// ServeApplications returns ErrDraining, ServeTree ErrHubStopped; both are
+// a 503.
+//
+// Drain returns when every stream has ended, or when ctx ends: the streams
+// still open (not yet at their moment, or past it but blocked writing to a
+// client that stopped reading) are then cut off at once, their blocked
+// writes made to fail, and Drain returns without waiting for them; Run
+// waits for them when it stops. Run must still be running: a
+// drained hub is stopped by ending Run's context as usual. Waiting for the
+// streams takes one goroutine, which ends with the last of them. A second
+// call only waits.
+func (h *Hub) Drain(ctx context.Context, over time.Duration) {
+	h.mu.Lock()
+	_, again := drains.LoadOrStore(h, struct{}{})
+	h.stopped = true // enter and enterTree refuse from now on: no Add after this
+	var ends []func(cause error) bool
+	if !again {
+		for s := range h.clients {
+			ends = append(ends, func(cause error) bool { return h.drainApplications(s, cause) })
+		}
+		for _, set := range h.trees {
+			for t := range set {
+				ends = append(ends, func(cause error) bool { return h.drainTree(t, cause) })
+			}
+		}
+	}
+	h.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { h.active.Wait(); close(done) }()
+	n := len(ends)
+	if n > 0 {
+		h.log.Info("draining the streams", "streams", n, "over", over.String())
+	}
+	rand.Shuffle(n, func(i, j int) { ends[i], ends[j] = ends[j], ends[i] })
+	timers := make([]Timer, 0, n)
+	for i, end := range ends {
+		if over <= 0 {
+			end(errDrained)
+			continue
+		}
+		at := time.Duration((float64(i) + rand.Float64()) / float64(n) * float64(over))
+		timers = append(timers, h.clock.AfterFunc(at, func() { end(errDrained) }))
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		for _, t := range timers {
+			t.Stop()
+		}
+		cut := 0
+		for _, end := range ends {
+			if end(errDrainCut) {
+				cut++
+			}
+		}
+		if cut > 0 {
+			h.log.Warn("the drain ran out of time: the remaining streams are cut off", "streams", cut, "reason", context.Cause(ctx))
+		}
+	}
+}
+
+// drainApplications ends an applications stream; false when it had ended
+// already. At its moment (cause errDrained), a live one ends after the
+// frames queued to it: it leaves its view, so nothing more is queued, and
+// the drain frame goes last, past the queue's bound. One not live yet, or
+// any with another cause, is cut off at once.
+func (h *Hub) drainApplications(s *subscriber, cause error) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.clients[s]; !ok {
+		return false
+	}
+	if s.view == nil || cause != errDrained {
+		h.unjoin(s)
+		s.cancel(cause)
+		return true
+	}
+	h.unjoin(s)
+	s.mu.Lock()
+	s.pending = append(s.pending, drainFrame)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// drainTree ends a tree stream (it has no queue: it sends the latest tree
+// each time); false when it had ended already.
+func (h *Hub) drainTree(t *treeSubscriber, cause error) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.trees[t.key][t]; !ok {
+		return false
+	}
+	t.cancel(cause)
+	return true
+}
+
+// drained reports whether a stream's last frames taken end with the drain
+// frame: its stream has written everything and ends. The frame is always
+// last: the subscriber left its view before it was queued.
+func drained(frames [][]byte) bool {
+	n := len(frames)
+	return n > 0 && len(frames[n-1]) > 0 && &frames[n-1][0] == &drainFrame[0]
+}
+
+// refusal is what enter answers once the hub stopped or began draining.
+// Called with h.mu held.
+func (h *Hub) refusal() error {
+	if h.Draining() {
+		return ErrDraining
+	}
+	return ErrHubStopped
+}
