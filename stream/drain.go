@@ -21,9 +21,12 @@ var (
 )
 
 // drainFrame is the last frame queued to a live applications stream the
-// drain ends: a comment, known by its address, after which the stream
-// writes nothing more and ends.
+// drain ends: a comment.
 var drainFrame = []byte(": drain\n\n")
+
+// finishPoll is how often a stream being finished is checked for having
+// ended by itself (real time).
+const finishPoll = 5 * time.Millisecond
 
 // drains holds the hubs whose drain began. A process drains its hub once,
 // as it ends, so the set stays small.
@@ -52,16 +55,19 @@ func (h *Hub) Draining() bool {
 // writes made to fail, and Drain returns without waiting for them; Run
 // waits for them when it stops. Run must still be running: a
 // drained hub is stopped by ending Run's context as usual. Waiting for the
-// streams takes one goroutine, which ends with the last of them. A second
-// call only waits.
+// streams takes one goroutine, which ends with the last of them, and
+// finishing each live one a goroutine, which ends with it or with Drain. A
+// second call only waits.
 func (h *Hub) Drain(ctx context.Context, over time.Duration) {
+	cut := make(chan struct{}) // closed when Drain returns
+	defer close(cut)
 	h.mu.Lock()
 	_, again := drains.LoadOrStore(h, struct{}{})
 	h.stopped = true // enter and enterTree refuse from now on: no Add after this
 	var ends []func(cause error) bool
 	if !again {
 		for s := range h.clients {
-			ends = append(ends, func(cause error) bool { return h.drainApplications(s, cause) })
+			ends = append(ends, func(cause error) bool { return h.drainApplications(s, cause, cut) })
 		}
 		for _, set := range h.trees {
 			for t := range set {
@@ -87,30 +93,35 @@ func (h *Hub) Drain(ctx context.Context, over time.Duration) {
 		at := time.Duration((float64(i) + rand.Float64()) / float64(n) * float64(over))
 		timers = append(timers, h.clock.AfterFunc(at, func() { end(errDrained) }))
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
+	stopTimers := func() {
 		for _, t := range timers {
 			t.Stop()
 		}
-		cut := 0
+	}
+	defer stopTimers()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		stopTimers()
+		open := 0
 		for _, end := range ends {
 			if end(errDrainCut) {
-				cut++
+				open++
 			}
 		}
-		if cut > 0 {
-			h.log.Warn("the drain ran out of time: the remaining streams are cut off", "streams", cut, "reason", context.Cause(ctx))
+		if open > 0 {
+			h.log.Warn("the drain ran out of time: the remaining streams are cut off", "streams", open, "reason", context.Cause(ctx))
 		}
 	}
 }
 
 // drainApplications ends an applications stream; false when it had ended
 // already. At its moment (cause errDrained), a live one ends after the
-// frames queued to it: it leaves its view, so nothing more is queued, and
-// the drain frame goes last, past the queue's bound. One not live yet, or
-// any with another cause, is cut off at once.
-func (h *Hub) drainApplications(s *subscriber, cause error) bool {
+// frames queued to it: it leaves its view, so nothing more is queued, the
+// drain frame goes last (past the queue's bound), and finish ends it once
+// it has written them. One not live yet, or any with another cause, is cut
+// off at once.
+func (h *Hub) drainApplications(s *subscriber, cause error, cut <-chan struct{}) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.clients[s]; !ok {
@@ -125,11 +136,38 @@ func (h *Hub) drainApplications(s *subscriber, cause error) bool {
 	s.mu.Lock()
 	s.pending = append(s.pending, drainFrame)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	go h.finish(s, cut)
 	return true
+}
+
+// finish ends a live stream that left its view once it has written every
+// frame queued to it. The stream's loop receives a wake, writes what is
+// queued, flushes, and waits for the next wake; s.wake holds one. So three
+// wakes sent one after the other (each waiting for room) mean the stream
+// received the first after it left its view, took the queue whole in that
+// round, and was back for the second with the round flushed: the third
+// goes in once it has taken the second. Then it is cancelled. finish gives
+// up when the stream ended by itself (its client left) or cut closes (the
+// drain is over: Drain cuts off what is left).
+func (h *Hub) finish(s *subscriber, cut <-chan struct{}) {
+	poll := time.NewTicker(finishPoll)
+	defer poll.Stop()
+	for sent := 0; sent < 3; {
+		select {
+		case s.wake <- struct{}{}:
+			sent++
+		case <-cut:
+			return
+		case <-poll.C:
+			h.mu.Lock()
+			_, serving := h.clients[s]
+			h.mu.Unlock()
+			if !serving {
+				return
+			}
+		}
+	}
+	s.cancel(errDrained)
 }
 
 // drainTree ends a tree stream (it has no queue: it sends the latest tree
@@ -142,14 +180,6 @@ func (h *Hub) drainTree(t *treeSubscriber, cause error) bool {
 	}
 	t.cancel(cause)
 	return true
-}
-
-// drained reports whether a stream's last frames taken end with the drain
-// frame: its stream has written everything and ends. The frame is always
-// last: the subscriber left its view before it was queued.
-func drained(frames [][]byte) bool {
-	n := len(frames)
-	return n > 0 && len(frames[n-1]) > 0 && &frames[n-1][0] == &drainFrame[0]
 }
 
 // refusal is what enter answers once the hub stopped or began draining.

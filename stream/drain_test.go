@@ -7,24 +7,26 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 	"github.com/hanzoai/deploy/stream/streamtest"
 )
 
-// drainWatcher is one stream read to its end: the id of the last event it
-// received, whether the drain's comment came last, and when it ended on
+// drainWatcher is one stream read to its end: the data of the last event
+// it received, whether the drain's comment came last, and when it ended on
 // the test's clock.
 type drainWatcher struct {
-	tree    bool
-	mu      sync.Mutex
-	lastID  string
-	comment bool
+	tree     bool
+	mu       sync.Mutex
+	lastData string
+	comment  bool
 	ended   time.Time
 	err     error
 }
@@ -65,8 +67,8 @@ func openDrainStreams(t *testing.T, e *env, clock *streamtest.Clock, apps, trees
 					w.mu.Unlock()
 					return
 				}
-				if f.HasID && f.HasData {
-					w.lastID = f.ID
+				if f.HasData {
+					w.lastData = f.Data
 				}
 				w.comment = slices.Contains(f.Comments, "drain")
 				w.mu.Unlock()
@@ -154,7 +156,9 @@ func TestDrain(t *testing.T) {
 		}
 		// A change queued to every applications stream, then the clock
 		// moves: a stream ended now writes the change first.
-		rev := e.apply(e.fleet.nextAppChange())[0].Revision
+		change := e.fleet.nextAppChange()
+		tag := `"` + change.Object.Spec.(*projection.AppSpec).Tag + `"`
+		rev := e.apply(change)[0].Revision
 		waitFor(t, 5*time.Second, "the change to be fanned out", func() bool { return e.hub.Stats().Revision >= rev })
 		clock.Advance(step)
 		due := n - pending(clock)
@@ -164,9 +168,9 @@ func TestDrain(t *testing.T) {
 			if at.Equal(clock.Now()) {
 				perStep[at]++
 				w.mu.Lock()
-				if !w.tree && (w.lastID != strconv.FormatUint(rev, 10) || !w.comment) {
-					t.Errorf("a stream ended at %v after event %s (drain comment last: %v), want event %d then the comment",
-						at.Sub(start), w.lastID, w.comment, rev)
+				if !w.tree && (!strings.Contains(w.lastData, tag) || !w.comment) {
+					t.Errorf("a stream ended at %v after %q (drain comment last: %v), want the change to %s then the comment",
+						at.Sub(start), w.lastData, w.comment, tag)
 				}
 				w.mu.Unlock()
 			}

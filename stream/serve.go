@@ -105,16 +105,11 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 		if ctx.Err() != nil {
 			return
 		}
-		frames := s.take()
-		for _, f := range frames {
+		for _, f := range s.take() {
 			out.write(f)
 		}
 		if out.flush() != nil {
 			s.cancel(errWriteFailed)
-			return
-		}
-		if drained(frames) {
-			s.cancel(errDrained)
 			return
 		}
 	}
