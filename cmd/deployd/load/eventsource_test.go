@@ -88,6 +88,10 @@ type esClient struct {
 
 	done chan struct{}
 	key  []byte // scratch: "namespace/name"
+
+	// track, when set, judges every event against the client's position
+	// (duplicates, ids going back, versions held): streams_replicas_test.go.
+	track *esTrack
 }
 
 func newESClient(url, token string, hc *http.Client, apps *appIndex) *esClient {
@@ -174,6 +178,9 @@ func (c *esClient) connect(ctx context.Context) {
 	c.mu.Lock()
 	c.conns = append(c.conns, esConn{At: at, Sent: sent, Status: status})
 	cur := len(c.conns) - 1
+	if c.track != nil {
+		c.track.connected(sent)
+	}
 	c.mu.Unlock()
 	if err == nil {
 		if status == http.StatusOK {
@@ -228,6 +235,9 @@ func (c *esClient) read(body io.Reader, cur int) {
 		case len(line) == 0: // dispatch
 			if hasID {
 				c.mu.Lock()
+				if c.track != nil {
+					c.track.position(c.lastID, id)
+				}
 				c.lastID = id
 				if id < connMax {
 					c.regress++
@@ -254,6 +264,9 @@ func (c *esClient) read(body io.Reader, cur int) {
 				clear(c.view)
 				clear(c.extra)
 				c.resets++
+				if c.track != nil {
+					c.track.reset()
+				}
 				cn := &c.conns[cur]
 				cn.Reset = cn.Reset || cn.Events == 0
 				cn.Events++
@@ -293,6 +306,9 @@ func (c *esClient) apply(data []byte, cur int, id uint64, hasID bool) {
 		cn.First = id
 	}
 	ix, ok := c.apps.idx[string(c.key)]
+	if ok && c.track != nil {
+		c.track.event(ix, data, deleted)
+	}
 	switch {
 	case !ok && deleted:
 		delete(c.extra, string(c.key))
