@@ -62,6 +62,12 @@ import (
 //     Both windows include the API server's work on the changes themselves
 //     (the PATCHes and deployd's one watch), so the difference is what the
 //     watchers cost it.
+//   - Replicas behind one Service (compare_replicas_test.go): the API
+//     server's CPU with 1, 2 and 3 replicas serving
+//     DEPLOYD_COMPARE_UPGRADE_CLIENTS SuperAdmin streams (default 1000)
+//     while Apps change at DEPLOYD_COMPARE_UPGRADE_RATE a second (default
+//     20), and the bytes sent to the clients and deployd's CPU during a
+//     rolling upgrade of the three, beside a steady window before it.
 //
 // With DEPLOYD_COMPARE_PROFILES set to a directory, deployd serves its
 // profiles (DEPLOY_PPROF) and a CPU profile of it is saved there for each
@@ -76,11 +82,13 @@ import (
 //	DEPLOYD_COMPARE_APPS=2000 DEPLOYD_COMPARE_REPLICAS=1 DEPLOYD_COMPARE_WATCHERS=1000 make bench-compare
 func BenchmarkSideBySide(b *testing.B) {
 	cfg := compareConfig{
-		apps:        clustertest.EnvInt(b, "DEPLOYD_COMPARE_APPS", 10_000),
-		replicas:    clustertest.EnvInt(b, "DEPLOYD_COMPARE_REPLICAS", 10),
-		watchers:    envInts(b, "DEPLOYD_COMPARE_WATCHERS", []int{1_000, 10_000}),
-		rates:       envInts(b, "DEPLOYD_COMPARE_RATES", []int{100, 1_000}),
-		concurrency: []int{1, 16},
+		apps:           clustertest.EnvInt(b, "DEPLOYD_COMPARE_APPS", 10_000),
+		replicas:       clustertest.EnvInt(b, "DEPLOYD_COMPARE_REPLICAS", 10),
+		watchers:       envInts(b, "DEPLOYD_COMPARE_WATCHERS", []int{1_000, 10_000}),
+		rates:          envInts(b, "DEPLOYD_COMPARE_RATES", []int{100, 1_000}),
+		concurrency:    []int{1, 16},
+		upgradeClients: clustertest.EnvInt(b, "DEPLOYD_COMPARE_UPGRADE_CLIENTS", 1_000),
+		upgradeRate:    clustertest.EnvInt(b, "DEPLOYD_COMPARE_UPGRADE_RATE", 20),
 	}
 	secs := time.Duration(clustertest.EnvInt(b, "DEPLOYD_COMPARE_SECONDS", 10)) * time.Second
 	cfg.listTime, cfg.watchTime = secs, secs
@@ -100,6 +108,7 @@ func TestSideBySideSmoke(t *testing.T) {
 		apps: 60, replicas: 1,
 		watchers: []int{50}, rates: []int{20}, concurrency: []int{1, 16},
 		listTime: 400 * time.Millisecond, watchTime: 2 * time.Second,
+		upgradeClients: 20, upgradeRate: 10,
 	}
 	cmp := sideBySide(t, cfg)
 	cmp.report(t)
@@ -127,6 +136,9 @@ func TestSideBySideSmoke(t *testing.T) {
 			}
 		}
 	}
+	if f := cmp.replicas; f == nil || f.apiCPU[0] <= 0 || f.apiCPU[2] <= 0 || f.upgradeConns == 0 || f.upgradeBytes == 0 || f.steadyBytes == 0 {
+		t.Errorf("replicas section: %+v", f)
+	}
 	for _, sec := range cmp.tables()[:3] {
 		if !strings.Contains(sec, "| figure | deployd | API server | limit |") {
 			t.Errorf("table without its header:\n%s", sec)
@@ -140,6 +152,9 @@ type compareConfig struct {
 	watchers, rates     []int
 	concurrency         []int
 	listTime, watchTime time.Duration
+	// upgradeClients streams through replicas at upgradeRate changes/s
+	// (compare_replicas_test.go); 0: no replicas section.
+	upgradeClients, upgradeRate int
 }
 
 // comparison is everything one run measured.
@@ -148,6 +163,8 @@ type comparison struct {
 	lists []listRow
 	watch []watchWindow
 	notes []string // what makes a figure doubtful (rows that differ between servers)
+	// replicas is the replicas section (compare_replicas_test.go); nil when not run.
+	replicas *replicaFigures
 }
 
 // watchWindow is one watcher count and rate measured on every server.
@@ -168,7 +185,8 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 	if profiles != "" {
 		env = append(env, withMetrics(tb), "DEPLOY_PPROF=true")
 	}
-	d := startDeployd(tb, buildDeployd(tb), c.Kubeconfig, id, env...)
+	bin := buildDeployd(tb)
+	d := startDeployd(tb, bin, c.Kubeconfig, id, env...)
 	apiPID := c.PIDs()["kube-apiserver"]
 	root, acme := id.token(tb, superAdmin, 12*time.Hour), id.token(tb, acmeMember, 12*time.Hour)
 	ca := x509.NewCertPool()
@@ -311,6 +329,10 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 	}
 	if d.panics() {
 		tb.Fatalf("deployd panicked:\n%s", tail(d.log.String(), 40))
+	}
+	if cfg.upgradeClients > 0 {
+		d.stop()
+		cmp.replicas = measureReplicas(tb, cfg, c, id, bin)
 	}
 	return cmp
 }

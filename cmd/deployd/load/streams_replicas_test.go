@@ -565,7 +565,7 @@ type rrProxy struct {
 	next  int
 	conns map[net.Conn]struct{}
 
-	toClients atomic.Int64 // bytes relayed from the backends to the clients
+	toClients atomic.Int64 // bytes relayed from the backends to the clients so far
 	refused   atomic.Int64 // dials a backend refused
 	none      atomic.Int64 // connections closed for want of a backend
 }
@@ -575,7 +575,7 @@ type rrBackend struct {
 	ready atomic.Bool
 }
 
-func newRRProxy(t *testing.T, ds ...*deployd) *rrProxy {
+func newRRProxy(t testing.TB, ds ...*deployd) *rrProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -630,7 +630,7 @@ func (b *rrBackend) poll(ctx context.Context, url string) {
 }
 
 // waitReady waits until the proxy sees every backend ready.
-func (p *rrProxy) waitReady(t *testing.T, within time.Duration) {
+func (p *rrProxy) waitReady(t testing.TB, within time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), within)
 	defer cancel()
@@ -686,8 +686,7 @@ func (p *rrProxy) relay(in net.Conn) {
 		in.Close()
 		close(done)
 	}()
-	n, _ := io.Copy(in, out)
-	p.toClients.Add(n)
+	_, _ = io.Copy(countingWriter{w: in, n: &p.toClients}, out)
 	in.Close()
 	out.Close()
 	<-done
@@ -695,6 +694,18 @@ func (p *rrProxy) relay(in net.Conn) {
 	delete(p.conns, in)
 	delete(p.conns, out)
 	p.mu.Unlock()
+}
+
+// countingWriter counts the bytes written through it as they go.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // terminate sends SIGTERM and waits up to within for the exit, as the

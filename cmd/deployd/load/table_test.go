@@ -104,6 +104,9 @@ func (cmp *comparison) tables() []string {
 		load.addAll(p+"serving process CPU s/s", each(func(r watchResult) float64 { return perSecond(r.cpu, r.elapsed) }))
 	}
 	out := []string{lists.String(), watch.String(), load.String()}
+	if cmp.replicas != nil {
+		out = append(out, cmp.replicas.table(cfg))
+	}
 	if len(cmp.notes) > 0 {
 		out = append(out, "Notes:\n\n- "+strings.Join(cmp.notes, "\n- ")+"\n")
 	}
@@ -149,5 +152,10 @@ func (cmp *comparison) report(tb testing.TB) {
 		metric(ms(w.api.p99)/ms(w.deployd.p99), p+"p99-apiserver/deployd")
 		metric(float64(w.api.cpuPerEvent())/float64(w.deployd.cpuPerEvent()), p+"cpu/event-apiserver/deployd")
 		metric(perSecond(w.api.cpu, w.api.elapsed)/perSecond(w.apiBehindDeployd, w.deployd.elapsed), p+"apiserver-cpu-direct/behind-deployd")
+	}
+	if f := cmp.replicas; f != nil {
+		metric(f.apiCPU[2]/f.apiCPU[0], "apiserver-cpu-3replicas/1")
+		metric(float64(f.upgradeResets), "upgrade-resets")
+		metric(float64(f.upgradeBytes)/f.upgradeSecs/(float64(f.steadyBytes)/f.steadySecs), "upgrade-bytes/s-vs-steady")
 	}
 }
