@@ -1129,8 +1129,8 @@ func TestRevisionsNeverDecrease(t *testing.T) {
 				listBack++
 				report("list (%s) from replica %d: metadata.resourceVersion %d after %d", how, i%len(ds)+1, ans.rv, lastList)
 			}
-			if want := `"` + ans.rvText + `"`; ans.etag != want {
-				report("list from replica %d: ETag %s for metadata.resourceVersion %s", i%len(ds)+1, ans.etag, ans.rvText)
+			if ans.etag == "" {
+				report("list from replica %d: no ETag", i%len(ds)+1)
 			}
 			if ans.rv >= lastList {
 				lastList, listETag = ans.rv, ans.etag
