@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanzoai/deploy/auth"
@@ -42,6 +43,8 @@ type planeConfig struct {
 	// Pprof serves net/http/pprof's profiles under /debug/pprof/ on the
 	// metrics listener (never the public one); off unless asked for.
 	Pprof bool
+	// Drain times the shutdown (shutdown.go); zero ends at once.
+	Drain drainConfig
 }
 
 // plane is the running read plane: watcher → feed → store → HTTP.
@@ -55,6 +58,8 @@ type plane struct {
 	// configured. Its Stats are the refresh and failure counts.
 	releases *release.Source
 	metrics  *metrics.Metrics
+	// draining: the shutdown began; the health probes answer 503.
+	draining atomic.Bool
 }
 
 func newPlane(ctx context.Context, cfg planeConfig) *plane {
@@ -126,9 +131,11 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 }
 
 // run starts the watcher and the writer and serves on ln until ctx ends,
-// then shuts down gracefully.
+// then drains (shutdown.go) and shuts down gracefully. Everything keeps
+// running while it drains: the plane's own context ends after.
 func (p *plane) run(ctx context.Context, ln net.Listener) error {
-	ctx, cancel := context.WithCancel(ctx)
+	signalled := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -144,7 +151,7 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); p.cfg.Feed.Run(ctx, p.store, p.publish, p.cfg.Log) }()
 
 	srv := &http.Server{
-		Handler:           p.server.Handler(),
+		Handler:           p.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn),
@@ -162,10 +169,11 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	}
 	var err error
 	select {
-	case <-ctx.Done():
+	case <-signalled.Done():
+		p.drain()
 	case err = <-served:
 	}
-	shutdown, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	shutdown, stop := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer stop()
 	_ = srv.Shutdown(shutdown)
 	if msrv != nil {

@@ -38,6 +38,8 @@ import (
 //	                DEPLOY_RELEASE_REFRESH   period of each repository's refresh (10m)
 //	                DEPLOY_ENGINE_*          the git → cluster engine (off; see engineFromEnv)
 //	                DEPLOY_PPROF             true: /debug/pprof/ on the metrics listener (false)
+//	                DEPLOYD_DRAIN_DELAY      on SIGTERM, how long to serve on once readiness fails (5s)
+//	                DEPLOYD_DRAIN_SPREAD     then, the window the streams are ended over (10s; see shutdown.go)
 //	                LOG_LEVEL                debug, info, warn, error (info)
 //	                OTEL_EXPORTER_OTLP_ENDPOINT  export a span per request
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,6 +62,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	setMemoryLimit(log, cgroupMemoryMax)
 	withPprof, err := envBool(os.Getenv, "DEPLOY_PPROF", false)
+	if err != nil {
+		return err
+	}
+	drain, err := drainFromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -152,6 +158,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, EngineWebhookSecret: engEnv.WebhookSecret,
+		Drain: drain,
 	})
 	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}
 	if mln != nil {

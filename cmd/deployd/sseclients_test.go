@@ -205,11 +205,11 @@ func BenchmarkSSEClients(b *testing.B) {
 }
 
 // buildDeployd builds the binary the way the image does.
-func buildDeployd(b *testing.B) string {
-	b.Helper()
-	bin := filepath.Join(b.TempDir(), "deployd")
+func buildDeployd(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "deployd")
 	if out, err := exec.Command("bash", "../../hack/build.sh", bin).CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
+		tb.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin
 }
