@@ -1,7 +1,8 @@
 // Package deploy holds what runs deployd outside a Go test: the manifests
-// of this folder (CRDs, namespace, least-privilege RBAC, Deployment,
-// Service, applied with kubectl apply -k), and the files the local Docker
-// stack of the repository's docker-compose.yaml mounts (compose/).
+// of this folder (CRDs, namespace, least-privilege RBAC, a Deployment of two
+// replicas with its PodDisruptionBudget, Service, applied with kubectl
+// apply -k), and the files the local Docker stack of the repository's
+// docker-compose.yaml mounts (compose/).
 //
 // The package has no code. Its tests check those files against the real
 // things: every manifest is server-side dry-run applied to a real

@@ -3,17 +3,26 @@ package deploy_test
 import (
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/discovery"
@@ -178,7 +187,7 @@ func TestManifestsAcceptedByAPIServer(t *testing.T) {
 		}
 		kinds[u.GetKind()]++
 	}
-	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} {
+	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "PodDisruptionBudget"} {
 		if kinds[k] == 0 {
 			t.Errorf("deploy/ has no %s (have %v)", k, kinds)
 		}
@@ -421,6 +430,174 @@ func TestService(t *testing.T) {
 			t.Errorf("Deployment selector %s=%s does not match its own pod template", k, v)
 		}
 	}
+}
+
+// TestDeploymentSurvivesUpgrades: two replicas or more, spread over nodes
+// (softly: a one-node cluster still schedules them); a rolling update that
+// starts the new pod before stopping an old one; and a grace period that
+// covers the shutdown's drain (cmd/deployd/shutdown.go, whose durations
+// are read from its source, with the Deployment's own DEPLOYD_DRAIN_*
+// values when it sets them).
+func TestDeploymentSurvivesUpgrades(t *testing.T) {
+	d := deployment(t)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+		t.Errorf("replicas = %v, want 2 or more: one replica is down during every upgrade", d.Spec.Replicas)
+	}
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
+		ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 || ru.MaxSurge == nil || ru.MaxSurge.IntValue() < 1 {
+		t.Errorf("strategy = %+v, want RollingUpdate with maxUnavailable 0 and maxSurge 1", d.Spec.Strategy)
+	}
+
+	pod := d.Spec.Template.Spec
+	spread := false
+	for _, c := range pod.TopologySpreadConstraints {
+		if c.TopologyKey != corev1.LabelHostname {
+			continue
+		}
+		if c.WhenUnsatisfiable != corev1.ScheduleAnyway {
+			t.Errorf("the spread over %s is %s, want ScheduleAnyway: a one-node cluster must still schedule every replica", c.TopologyKey, c.WhenUnsatisfiable)
+		}
+		if !selects(t, c.LabelSelector, d.Spec.Template.Labels) {
+			t.Errorf("the spread over %s selects %v, not the Deployment's pods", c.TopologyKey, c.LabelSelector)
+		}
+		spread = true
+	}
+	if !spread {
+		t.Errorf("no topologySpreadConstraints over %s: both replicas may land on one node", corev1.LabelHostname)
+	}
+
+	durations := goDurations(t, filepath.Join(repoRoot, "cmd/deployd/shutdown.go"))
+	need := map[string]time.Duration{}
+	for _, name := range []string{"defaultDrainDelay", "defaultDrainSpread", "drainOverrun", "shutdownTimeout"} {
+		v, ok := durations[name]
+		if !ok {
+			t.Fatalf("cmd/deployd/shutdown.go has no duration constant %s", name)
+		}
+		need[name] = v
+	}
+	for _, e := range pod.Containers[0].Env {
+		name := map[string]string{"DEPLOYD_DRAIN_DELAY": "defaultDrainDelay", "DEPLOYD_DRAIN_SPREAD": "defaultDrainSpread"}[e.Name]
+		if name == "" {
+			continue
+		}
+		v, err := time.ParseDuration(e.Value)
+		if err != nil {
+			t.Fatalf("env %s = %q: %v", e.Name, e.Value, err)
+		}
+		need[name] = v
+	}
+	var total time.Duration
+	for _, v := range need {
+		total += v
+	}
+	grace := time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
+	if g := pod.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	if grace < total {
+		t.Errorf("terminationGracePeriodSeconds is %v, want at least %v: the drain's delay and spread, the overrun and the HTTP shutdown (%v)",
+			grace, total, need)
+	}
+}
+
+// TestPodDisruptionBudget: node drains leave one deployd pod up, and never
+// block for good (minAvailable below the replicas).
+func TestPodDisruptionBudget(t *testing.T) {
+	var pdb policyv1.PodDisruptionBudget
+	readYAML(t, "pdb.yaml", &pdb)
+	d := deployment(t)
+	if pdb.Namespace != namespace || pdb.APIVersion != "policy/v1" {
+		t.Errorf("PodDisruptionBudget %s %s/%s, want policy/v1 in %s", pdb.APIVersion, pdb.Namespace, pdb.Name, namespace)
+	}
+	minAvailable := pdb.Spec.MinAvailable
+	if minAvailable == nil || minAvailable.Type != intstr.Int || minAvailable.IntVal != 1 || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("PodDisruptionBudget minAvailable %v, maxUnavailable %v: want minAvailable 1", minAvailable, pdb.Spec.MaxUnavailable)
+	}
+	if d.Spec.Replicas != nil && minAvailable != nil && minAvailable.IntVal >= *d.Spec.Replicas {
+		t.Errorf("minAvailable %d with %d replicas: no pod could ever be evicted", minAvailable.IntVal, *d.Spec.Replicas)
+	}
+	if !selects(t, pdb.Spec.Selector, d.Spec.Template.Labels) {
+		t.Errorf("the PodDisruptionBudget selects %v, not the Deployment's pods %v", pdb.Spec.Selector, d.Spec.Template.Labels)
+	}
+	if !reflect.DeepEqual(pdb.Spec.Selector, d.Spec.Selector) {
+		t.Errorf("the PodDisruptionBudget's selector %v differs from the Deployment's %v", pdb.Spec.Selector, d.Spec.Selector)
+	}
+}
+
+// selects reports whether a non-empty label selector matches labels.
+func selects(t *testing.T, sel *metav1.LabelSelector, labels map[string]string) bool {
+	t.Helper()
+	if sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0) {
+		return false
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Fatalf("selector %v: %v", sel, err)
+	}
+	return s.Matches(k8slabels.Set(labels))
+}
+
+// goDurations evaluates the constants of a Go file written as a duration:
+// N * time.Unit, time.Unit or a quoted duration ("5s"). Others are skipped.
+func goDurations(t *testing.T, path string) map[string]time.Duration {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := map[string]time.Duration{"Nanosecond": time.Nanosecond, "Microsecond": time.Microsecond,
+		"Millisecond": time.Millisecond, "Second": time.Second, "Minute": time.Minute, "Hour": time.Hour}
+	var eval func(ast.Expr) (time.Duration, bool)
+	eval = func(e ast.Expr) (time.Duration, bool) {
+		switch e := e.(type) {
+		case *ast.ParenExpr:
+			return eval(e.X)
+		case *ast.SelectorExpr:
+			if x, ok := e.X.(*ast.Ident); ok && x.Name == "time" {
+				u, ok := units[e.Sel.Name]
+				return u, ok
+			}
+		case *ast.BasicLit:
+			switch e.Kind {
+			case token.INT:
+				n, err := strconv.ParseInt(e.Value, 0, 64)
+				return time.Duration(n), err == nil
+			case token.STRING:
+				s, err := strconv.Unquote(e.Value)
+				if err != nil {
+					return 0, false
+				}
+				d, err := time.ParseDuration(s)
+				return d, err == nil
+			}
+		case *ast.BinaryExpr:
+			x, okx := eval(e.X)
+			y, oky := eval(e.Y)
+			if okx && oky && e.Op == token.MUL {
+				return x * y, true
+			}
+		}
+		return 0, false
+	}
+	out := map[string]time.Duration{}
+	for _, decl := range f.Decls {
+		g, ok := decl.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i < len(vs.Values) {
+					if d, ok := eval(vs.Values[i]); ok {
+						out[name.Name] = d
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 func firstBool(vs ...*bool) *bool {
