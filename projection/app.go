@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"hash/crc64"
 	"hash/maphash"
 	"slices"
 	"strings"
@@ -65,10 +66,19 @@ type App struct {
 	parents []int32
 
 	// Revision is the projection revision at which this row's Application
-	// last changed (its metadata.resourceVersion); TreeRevision, the one at
-	// which its tree last changed.
+	// last changed; TreeRevision, the one at which its tree last changed.
+	// Both are this process's own count (Snapshot.Revision).
 	Revision     uint64
 	TreeRevision uint64
+	// ResourceVersion is the resourceVersion of the row's own object (the
+	// App, the site's Middleware, the CD Application): its
+	// metadata.resourceVersion, as Argo CD's is its Application's, the same
+	// on every replica. Set when a version is published.
+	ResourceVersion uint64
+	// Removed is the position at which an object last left the row's
+	// tree (0: none since this process started): a change no object left
+	// in the tree carries.
+	Removed uint64
 
 	argo encoded // the encoded Application
 	tree encoded // the encoded ApplicationTree
@@ -282,7 +292,29 @@ var (
 // encoded is one encoded form of a row version. Two readers asking for it
 // at the same moment may both encode it; they get the same bytes, and one
 // copy is kept.
-type encoded struct{ p atomic.Pointer[[]byte] }
+type encoded struct {
+	p atomic.Pointer[[]byte]
+	h atomic.Uint64 // the encoding's digest, 0 until asked for
+}
+
+// share makes c hold what from holds (a version unchanged in this form).
+func (c *encoded) share(from *encoded) {
+	c.p.Store(from.p.Load())
+	c.h.Store(from.h.Load())
+}
+
+// digest is a digest of the encoded form (encoding it if need be), the
+// same in every process for the same bytes.
+func (c *encoded) digest(f func() []byte) uint64 {
+	if h := c.h.Load(); h != 0 {
+		return h
+	}
+	h := crc64.Checksum(c.get(f), crcTable) | 1
+	c.h.Store(h)
+	return h
+}
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
 
 func (c *encoded) get(f func() []byte) []byte {
 	if p := c.p.Load(); p != nil {
@@ -302,6 +334,7 @@ func (a *App) next() *App {
 	n := newApp(a.Tree)
 	n.AppMeta, n.AppRollout, n.Health, n.parents = a.AppMeta, a.AppRollout, a.Health, a.parents
 	n.Revision, n.TreeRevision = a.Revision, a.TreeRevision
+	n.ResourceVersion, n.Removed = a.ResourceVersion, a.Removed
 	return n
 }
 

@@ -200,8 +200,8 @@ func (a *App) Application() Application {
 			Summary: ApplicationSummary{Images: nonNil(a.Images), ExternalURLs: a.Endpoints},
 		},
 	}
-	if a.Revision != 0 {
-		app.Metadata.ResourceVersion = strconv.FormatUint(a.Revision, 10)
+	if a.ResourceVersion != 0 {
+		app.Metadata.ResourceVersion = strconv.FormatUint(a.ResourceVersion, 10)
 	}
 	app.Status.History = make([]RevisionHistory, 0, len(a.History))
 	for _, h := range a.History {

@@ -136,7 +136,8 @@ func TestManagedApplication(t *testing.T) {
 
 // TestManagedAppNewRun: a run that re-applies the App changes its
 // Application (a new revision on list, detail and stream) even when
-// nothing else about it changed; the same marks again change nothing.
+// nothing else about it changed; the same version delivered again (a
+// resync) changes nothing.
 func TestManagedAppNewRun(t *testing.T) {
 	s := NewStore(engineConfig("universe"))
 	first := managedApp(t, "universe", 1, 1, nil)
@@ -144,7 +145,7 @@ func TestManagedAppNewRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := managedApp(t, "universe", 1, 1, nil)
-	again.ResourceVersion = "6"
+	again.ResourceVersion = first.ResourceVersion
 	deltas, err := s.Apply(Change{Op: Upsert, Object: again})
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func (a *App) Native() NativeRow {
 		ReadyReplicas:   a.Ready,
 		Endpoints:       nonNil(a.Endpoints),
 		CreatedAt:       Timestamp(a.Created),
-		ResourceVersion: strconv.FormatUint(a.Revision, 10),
+		ResourceVersion: strconv.FormatUint(a.ResourceVersion, 10),
 	}
 }
 

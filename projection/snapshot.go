@@ -10,8 +10,14 @@ import (
 // Snapshot is an immutable view of the projection at one revision. Every
 // method is safe for concurrent use; nothing returned may be modified.
 type Snapshot struct {
-	// Revision is the revision of the last Delta folded in.
+	// Revision is the revision of the last Delta folded in: this process's
+	// own count, for ordering and caching within it.
 	Revision uint64
+	// Position is the cluster's order: the newest resourceVersion of every
+	// change folded in (0 before the first). Every replica watching the
+	// cluster reaches the same positions, so they are what clients see
+	// (event ids, a list's metadata.resourceVersion).
+	Position uint64
 	// Base is the store's base revision: revisions at or below it are from
 	// before this process started.
 	Base uint64
@@ -161,7 +167,7 @@ func findRow(rows []*App, k AppKey) *App {
 // only the namespaces the deltas touch are rebuilt.
 func (s *Store) publish(deltas []Delta) {
 	prev := s.snap.Load()
-	next := &Snapshot{Revision: s.rev, Base: prev.Base, cd: prev.cd, cdVersion: prev.cdVersion, projects: prev.projects, envs: prev.envs}
+	next := &Snapshot{Revision: s.rev, Position: s.pos, Base: prev.Base, cd: prev.cd, cdVersion: prev.cdVersion, projects: prev.projects, envs: prev.envs}
 
 	// The changed keys, grouped by namespace in buffers reused across
 	// batches (a namespace without changes keeps an empty one, and none

@@ -50,6 +50,9 @@ const (
 // its own revision; revisions increase by one per Delta.
 type Delta struct {
 	Revision uint64
+	// Position is the snapshot's Position after the Apply that made the
+	// Delta: every Delta of one Apply shares it.
+	Position uint64
 	Key      AppKey
 	Old      *App // nil for Added
 	New      *App // nil for Deleted
@@ -81,6 +84,7 @@ type Store struct {
 	cfg  Config
 	snap atomic.Pointer[Snapshot]
 	rev  uint64
+	pos  uint64 // the newest resourceVersion folded (Snapshot.Position)
 	gen  uint64 // derivation generation, for entry.mark
 
 	objects map[ObjectKey]*entry
@@ -207,7 +211,10 @@ func (s *Store) Apply(changes ...Change) ([]Delta, error) {
 		}
 	}
 	deltas := s.derive()
-	if len(deltas) > 0 || s.projects {
+	for i := range deltas {
+		deltas[i].Position = s.pos
+	}
+	if len(deltas) > 0 || s.projects || s.pos != s.snap.Load().Position {
 		s.publish(deltas)
 	}
 	if len(rejected) > 0 {
@@ -224,6 +231,9 @@ func (s *Store) fold(c Change) error {
 	}
 	if !o.Kind.InRegistry() {
 		return fmt.Errorf("%s %s/%s: %w", o.Kind, o.Namespace, o.Name, ErrUnknownKind)
+	}
+	if rv := ParseResourceVersion(o.ResourceVersion); rv > s.pos {
+		s.pos = rv
 	}
 	key := ObjectKey{o.Kind, o.Namespace, o.Name}
 	e := s.objects[key]
@@ -665,8 +675,19 @@ func (s *Store) appendDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App)
 	return s.appendKnownDelta(deltas, row, k, old, nu, !sameApplication(old, nu), !sameTree(old, nu))
 }
 
-// appendKnownDelta is appendDelta when the caller knows what changed.
+// appendKnownDelta is appendDelta when the caller knows what changed. A
+// new version of the row's own object changes its Application (its
+// metadata.resourceVersion) whatever else did.
 func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App, appChanged, treeChanged bool) []Delta {
+	if nu != nil {
+		nu.stampVersion()
+		if old != nil && old.ResourceVersion != nu.ResourceVersion {
+			appChanged = true
+		}
+		if old != nil && treeChanged && lostNode(old.Tree, nu.Tree) {
+			nu.Removed = s.pos
+		}
+	}
 	switch {
 	case old == nil && nu == nil:
 		return deltas
@@ -688,12 +709,12 @@ func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu 
 	if appChanged {
 		nu.Revision = s.rev
 	} else {
-		nu.argo.p.Store(old.argo.p.Load())
+		nu.argo.share(&old.argo)
 	}
 	if treeChanged {
 		nu.TreeRevision = s.rev
 	} else {
-		nu.tree.p.Store(old.tree.p.Load())
+		nu.tree.share(&old.tree)
 	}
 	return append(deltas, Delta{Revision: s.rev, Key: k, Row: row, Old: old, New: nu, AppChanged: appChanged, TreeChanged: treeChanged})
 }

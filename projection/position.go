@@ -1,0 +1,169 @@
+package projection
+
+import (
+	"slices"
+	"strconv"
+)
+
+// ParseResourceVersion reads an object's resourceVersion as the API server
+// writes it: a decimal count that orders every write of one cluster
+// (apimachinery's CompareResourceVersion reads it the same way). Anything
+// else, "" included, is 0: no position.
+func ParseResourceVersion(rv string) uint64 {
+	if rv == "" || len(rv) > 20 || rv[0] == '0' {
+		return 0
+	}
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// stampVersion sets the row's ResourceVersion: its own object's, the root
+// of its tree.
+func (a *App) stampVersion() {
+	a.ResourceVersion = 0
+	if len(a.Tree) > 0 {
+		a.ResourceVersion = ParseResourceVersion(a.Tree[0].Obj.ResourceVersion)
+	}
+}
+
+// ApplicationDigest is a digest of the encoded Application: equal on every
+// replica for equal bytes, computed once per version.
+func (a *App) ApplicationDigest() uint64 {
+	return a.argo.digest(func() []byte { return mustJSON(a.Application()) })
+}
+
+// TreeDigest is the same for the encoded ApplicationTree.
+func (a *App) TreeDigest() uint64 {
+	return a.tree.digest(func() []byte { return mustJSON(a.ApplicationTree()) })
+}
+
+// ETag is the entity tag of the row's Application: its resourceVersion
+// and its digest, the same on every replica for the same answer.
+func (a *App) ETag() string { return versionTag(a.ResourceVersion, a.ApplicationDigest()) }
+
+// TreeETag is the entity tag of the row's ApplicationTree.
+func (a *App) TreeETag() string { return versionTag(a.ResourceVersion, a.TreeDigest()) }
+
+func versionTag(rv, digest uint64) string {
+	b := make([]byte, 0, 40)
+	b = strconv.AppendUint(b, rv, 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, digest, 36)
+	return string(b)
+}
+
+// ListTag is the entity tag of a list at position pos whose rows' digests
+// fold into digest (FoldDigest): the same on every replica for the same
+// answer.
+func ListTag(pos, digest uint64) string { return versionTag(pos, digest) }
+
+// FoldDigest folds a row's Application digest into a list's: equal lists
+// of rows, in the same order, have equal digests.
+func FoldDigest(h uint64, a *App) uint64 {
+	return (h ^ a.ApplicationDigest()) * 1099511628211
+}
+
+// GoneApplicationJSON is the Application a DELETED event carries for a row
+// known only from the cluster's history (its name, namespace, labels and
+// project as they were): the rest of it is not kept.
+func GoneApplicationJSON(k AppKey, org, project, env string, rv uint64) []byte {
+	labels := map[string]string{LabelInstance: k.Name}
+	if env != "" {
+		labels[LabelEnv] = env
+	}
+	if org != "" {
+		labels[LabelOrg] = org
+	}
+	var meta ObjectMeta
+	meta.Name, meta.Namespace, meta.Labels = k.Name, k.Namespace, labels
+	if rv != 0 {
+		meta.ResourceVersion = strconv.FormatUint(rv, 10)
+	}
+	return mustJSON(struct {
+		APIVersion string     `json:"apiVersion"`
+		Kind       string     `json:"kind"`
+		Metadata   ObjectMeta `json:"metadata"`
+		Spec       struct {
+			Project string `json:"project"`
+		} `json:"spec"`
+	}{APIVersion: "argoproj.io/v1alpha1", Kind: "Application", Metadata: meta, Spec: struct {
+		Project string `json:"project"`
+	}{project}})
+}
+
+// Changed reports whether the row may have changed since position pos:
+// an object of its tree is newer, or an object left the tree after it.
+func (a *App) Changed(pos uint64) bool {
+	if a.Removed > pos {
+		return true
+	}
+	for _, n := range a.Tree {
+		if ParseResourceVersion(n.Obj.ResourceVersion) > pos {
+			return true
+		}
+	}
+	return false
+}
+
+// PastRow is what a row's own object says of the row: its kind, key and
+// what scope and filters read. For a row known only from the cluster's
+// history.
+type PastRow struct {
+	Row               RowKind
+	Key               AppKey
+	Org, Project, Env string
+	ResourceVersion   uint64
+}
+
+// RootRow is the row an App or a CD Application object makes, as the fold
+// derives it (site rows join several objects and are not rebuilt here).
+// site reports a Middleware serving static files: the root of a site row.
+func (s *Store) RootRow(o *Object) (row PastRow, ok, site bool) {
+	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
+	row = PastRow{Key: AppKey{o.Namespace, o.Name}, Env: env, Org: o.Labels.Value(LabelOrg), ResourceVersion: ParseResourceVersion(o.ResourceVersion)}
+	switch o.Kind {
+	case KindApp:
+		row.Row, row.Project = RowApp, projectOf(o.Labels)
+		return row, true, false
+	case KindCDApplication:
+		row.Row = RowCD
+		if spec, _ := o.Spec.(*CDApplicationSpec); spec != nil {
+			row.Project = spec.Project
+		}
+		if row.Project == "" {
+			row.Project = DefaultProject
+		}
+		return row, true, false
+	case KindMiddleware:
+		mw, _ := o.Spec.(*MiddlewareSpec)
+		return PastRow{}, false, mw != nil && mw.StaticRoot != ""
+	}
+	return PastRow{}, false, false
+}
+
+// lostNode reports whether an object of tree old is not in tree nu.
+func lostNode(old, nu []*NodeInfo) bool {
+	if len(old) <= 4 && len(nu) <= 4 {
+		for _, o := range old {
+			if !slices.ContainsFunc(nu, func(n *NodeInfo) bool { return nodeKey(n) == nodeKey(o) }) {
+				return true
+			}
+		}
+		return false
+	}
+	in := make(map[ObjectKey]struct{}, len(nu))
+	for _, n := range nu {
+		in[nodeKey(n)] = struct{}{}
+	}
+	for _, o := range old {
+		if _, ok := in[nodeKey(o)]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+func nodeKey(n *NodeInfo) ObjectKey { return ObjectKey{n.Obj.Kind, n.Obj.Namespace, n.Obj.Name} }

@@ -1,0 +1,53 @@
+package projection
+
+import (
+	"strconv"
+	"testing"
+)
+
+// TestPositionAndChanged: the snapshot's position is the newest
+// resourceVersion folded (deletions included); a row's ResourceVersion is
+// its own object's; Changed(p) says whether the row may differ from what
+// it was at p, including when an object left its tree after p.
+func TestPositionAndChanged(t *testing.T) {
+	s := NewStore(DefaultConfig())
+	app := func(rv int) *Object {
+		return &Object{Kind: KindApp, Namespace: "hanzo", Name: "web", UID: "u-web", ResourceVersion: strconv.Itoa(rv), Generation: 1,
+			Spec: &AppSpec{Repository: "ghcr.io/hanzoai/web", Tag: "v1", Replicas: 1, HasStatus: true, Phase: "Running", ReadyReplicas: 1, ObservedGeneration: 1}}
+	}
+	cm := func(rv int) *Object {
+		return &Object{Kind: KindConfigMap, Namespace: "hanzo", Name: "web-config", UID: "u-cm", ResourceVersion: strconv.Itoa(rv),
+			Owners: []OwnerRef{{Kind: "App", Name: "web", UID: "u-web", Controller: true}}}
+	}
+	apply := func(c ...Change) {
+		t.Helper()
+		if _, err := s.Apply(c...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(Change{Op: Upsert, Object: app(10)}, Change{Op: Upsert, Object: cm(12)})
+	snap := s.Snapshot()
+	a := snap.Get("hanzo", "web")
+	if snap.Position != 12 || a.ResourceVersion != 10 || len(a.Tree) != 2 {
+		t.Fatalf("position %d, row version %d, %d nodes; want 12, 10 and 2", snap.Position, a.ResourceVersion, len(a.Tree))
+	}
+	if !a.Changed(11) || a.Changed(12) {
+		t.Errorf("Changed(11)=%v Changed(12)=%v; want true, false (the ConfigMap is at 12)", a.Changed(11), a.Changed(12))
+	}
+	// The ConfigMap goes at 20: no object left in the tree is newer than
+	// 12, yet the row changed after 12.
+	apply(Change{Op: Delete, Object: cm(20)})
+	snap = s.Snapshot()
+	a = snap.Get("hanzo", "web")
+	if snap.Position != 20 || len(a.Tree) != 1 {
+		t.Fatalf("position %d, %d nodes; want 20 and 1", snap.Position, len(a.Tree))
+	}
+	if !a.Changed(12) || a.Changed(20) {
+		t.Errorf("after the removal: Changed(12)=%v Changed(20)=%v; want true, false", a.Changed(12), a.Changed(20))
+	}
+	// A later change of the App keeps the removal's stamp.
+	apply(Change{Op: Upsert, Object: app(25)})
+	if a = s.Snapshot().Get("hanzo", "web"); a.Removed != 20 || a.ResourceVersion != 25 {
+		t.Errorf("Removed %d, ResourceVersion %d; want 20 and 25", a.Removed, a.ResourceVersion)
+	}
+}
