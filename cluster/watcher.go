@@ -351,10 +351,12 @@ func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
 		AddFunc:    func(obj any) { upsert(obj) },
 		UpdateFunc: func(_, obj any) { upsert(obj) },
 		DeleteFunc: func(obj any) {
-			var ns, name string
+			var ns, name, rv string
 			switch t := obj.(type) {
 			case *stored:
-				ns, name = t.obj.Namespace, t.obj.Name
+				// The watch's final state carries the deletion's
+				// resourceVersion: the fold's position moves past it.
+				ns, name, rv = t.obj.Namespace, t.obj.Name, t.obj.ResourceVersion
 			case cache.DeletedFinalStateUnknown:
 				// The watch missed the deletion; the key is all we trust.
 				var err error
@@ -367,7 +369,7 @@ func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
 			if !w.opts.Namespaces.Watched(ns) {
 				return
 			}
-			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: ns, Name: name}})
+			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: ns, Name: name, ResourceVersion: rv}})
 		},
 	}
 }
