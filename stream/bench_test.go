@@ -36,9 +36,10 @@ var benchViews = func() []struct{ id, query string } {
 // since the last one, the time since the event was published.
 type benchWriter struct {
 	header    http.Header
-	published []atomic.Int64 // Unix ns by revision-first
+	published []atomic.Int64 // Unix ns by position-first
 	first     uint64
 	pending   []uint64
+	id        uint64 // the id line just written
 	latencies latencyHistogram
 	events    atomic.Int64
 	ready     atomic.Bool // the burst ended
@@ -48,18 +49,23 @@ func (w *benchWriter) Header() http.Header { return w.header }
 func (w *benchWriter) WriteHeader(int)     {}
 
 func (w *benchWriter) Write(b []byte) (int, error) {
-	rest, ok := bytes.CutPrefix(b, []byte("id: "))
-	if !ok {
+	// An event's id comes in its own write, just before its data.
+	if rest, ok := bytes.CutPrefix(b, []byte("id: ")); ok {
+		i := bytes.IndexByte(rest, '\n')
+		rev, _ := strconv.ParseUint(string(rest[:i]), 10, 64)
+		w.id = 0
+		switch {
+		case rev < w.first:
+			w.ready.Store(true) // the end of the burst
+		case i+1 == len(rest):
+			w.id = rev
+		}
 		return len(b), nil
 	}
-	i := bytes.IndexByte(rest, '\n')
-	rev, _ := strconv.ParseUint(string(rest[:i]), 10, 64)
-	switch {
-	case rev < w.first:
-		w.ready.Store(true) // the end of the burst
-	case bytes.HasPrefix(rest[i+1:], []byte("data: ")):
-		w.pending = append(w.pending, rev)
+	if w.id != 0 && bytes.HasPrefix(b, []byte("data: ")) {
+		w.pending = append(w.pending, w.id)
 	}
+	w.id = 0
 	return len(b), nil
 }
 
@@ -86,7 +92,7 @@ func BenchmarkFanout(b *testing.B) {
 	maxChanges := 60 * rate
 	f := newFleet(42, 50)
 	e := newEnv(b, stream.Options{}, f)
-	first := e.store.Snapshot().Revision + 1
+	first := e.store.Snapshot().Position + 1
 	published := make([]atomic.Int64, maxChanges)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -134,7 +140,7 @@ func BenchmarkFanout(b *testing.B) {
 		}
 		now := time.Now().UnixNano()
 		for _, d := range deltas {
-			published[d.Revision-first].Store(now)
+			published[d.Position-first].Store(now)
 		}
 		e.hub.Publish(deltas)
 		e.mu.Lock()

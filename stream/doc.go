@@ -8,17 +8,79 @@
 //
 // # Wire format
 //
-// Each change is "id: <revision>\ndata: {"result":{"type":…,"application":…}}\n\n".
-// A stream starts with headers (text/event-stream, no-store,
-// X-Accel-Buffering: no) and "retry: 3000" plus a comment, flushed before
-// any event. A comment every Heartbeat keeps proxies open; it carries the
-// newest revision as its id, so a client whose view was quiet still resumes
-// from a recent position. An initial list (the ADDED burst) carries no ids
-// but on its last event (or an empty frame "id: R"): a client cut off
-// mid-burst keeps its old id and starts over. "event: reset" precedes a
-// burst that replaces what a client holds, when its position cannot be
-// resumed: from before this process (≤ Snapshot().Base), newer than any
-// revision here (another process), or older than the ring.
+// Each change is "data: {"result":{"type":…,"application":…}}\n\n"; the
+// last event of a batch (and the last of an initial list, or an empty
+// frame when the list is empty) carries the batch's position as its id
+// ("id: <position>"). A stream starts with headers (text/event-stream,
+// no-store, X-Accel-Buffering: no) and "retry: 3000" plus a comment,
+// flushed before any event. A comment every Heartbeat keeps proxies open;
+// it carries the newest position fanned out as its id, so a client whose
+// view was quiet still resumes from a recent position. "event: reset"
+// precedes a burst that replaces what a client holds, when its position
+// cannot be resumed (below).
+//
+// # Positions: one stream across replicas
+//
+// Several replicas, each with its own watch of one cluster, behind one
+// Service, are one stream to a client: it may reconnect to any of them.
+// So a position is the cluster's own order, never a process counter: the
+// newest resourceVersion folded (projection.Snapshot.Position; the API
+// server orders every write of a cluster by it, and apimachinery's
+// comparator reads it as a number). Every replica folding the same
+// watches reaches the same positions, and a list's
+// metadata.resourceVersion is its snapshot's position, so "list, then
+// watch from its resourceVersion" works across replicas too. An id is one
+// decimal number today; a fleet over several clusters will carry one
+// position per cluster, comma-separated, "<cluster>=<position>", of which
+// the bare number is the form for one cluster.
+//
+// The deltas of one fold share its position: a batch. Only the last event
+// of a batch a view sees carries the id, so a client cut off within a
+// batch resumes before it (and gets the batch's events again, the same
+// versions), never after events it did not get. The hub adds a batch's
+// records to the ring under one hold of its lock, so a stream catching up
+// never sees half of one.
+//
+// A stream resuming from position M (Last-Event-ID, else resourceVersion):
+//
+//  1. If this replica has not folded M yet (M is newer than its snapshot),
+//     it waits, up to ResumeWait (5 s): replicas are normally milliseconds
+//     apart.
+//  2. If the ring covers M — the replica has synced, and M is at or above
+//     the ring's floor position — the changes after M are replayed from
+//     the ring (records of positions after M) and the stream goes live. A
+//     record of a position at or below M is never sent: the client has it.
+//  3. Otherwise — M is older than this replica (it started after M), or
+//     than its ring, or the wait ran out — the replica proves what
+//     changed since M from the API server's history (History): the row
+//     objects (Apps, CD Applications) as they were at exactly M, read
+//     from etcd. Rows the view sees now and did not see then are ADDED;
+//     rows seen both then and now whose tree holds an object newer than M
+//     are MODIFIED (their current version); rows seen then and not now
+//     (deleted, or moved out of the caller's scope) are DELETED with what
+//     they were. The last event carries the snapshot's position; the
+//     stream goes on from the ring after it. One History answer serves
+//     every stream resuming from one position (a replica that has just
+//     started takes many at once), and the last few are kept.
+//  4. When that cannot be proven — no History (the demo), not synced yet,
+//     etcd compacted past M, or the view sees static sites (rebuilt from
+//     several kinds, which the history does not hold) — "event: reset",
+//     then the full burst.
+//
+// The ring's floor position is set when the replica has synced
+// (Hub.Synced): the newest resourceVersion its initial lists and watches
+// had reached. Every change after it is in the ring; one at or before it
+// that the ring lacks is one a client at or past the floor already has.
+// As records leave the ring, the floor moves up to theirs.
+//
+// What a position cannot tell: each watch delivers its resource in order,
+// but two watches (Deployments, Pods) may deliver with a few milliseconds
+// between them, so a change can be folded after a newer change of another
+// resource. A client given the newer position by one replica in that
+// window, and resumed by another that folded both, misses the older
+// change until its row changes again. History's MODIFIED also relies on
+// a row whose tree lost an object having another object newer than M
+// (the owner's status, as the controllers write it).
 //
 // # Concurrency contract
 //
@@ -39,13 +101,15 @@
 //     view's subscribers. Deltas published within Batch of each other are
 //     handed out in one round, so a busy subscriber is woken and flushed
 //     once per round, not once per event.
-//   - No gap, no duplicate. Revisions are one per Delta and contiguous; the
-//     ring holds (floor, last]. A stream positions itself (an id, a
-//     resourceVersion, or a snapshot's revision after a burst), replays the
-//     ring after that position chunk by chunk, and joins its view under the
-//     hub's lock when it has reached the ring's end: from then on Run queues
-//     it every frame after that revision. This is "subscribe, then
-//     snapshot" with the ring bridging the two. A revision missing from
+//   - No gap, no duplicate. Inside the hub, records are ordered by this
+//     process's revisions, one per Delta and contiguous; the ring holds
+//     (floor, last]. A stream positions itself (a position mapped to the
+//     revision after which the ring holds what followed it, or a
+//     snapshot's revision after a burst), replays the ring after that
+//     revision chunk by chunk, and joins its view under the hub's lock
+//     when it has reached the ring's end: from then on Run queues it every
+//     frame after that revision (and after the position it resumed from).
+//     This is "subscribe, then snapshot" with the ring bridging the two. A revision missing from
 //     what Publish receives cuts every subscriber off (they resume or
 //     reset); none misses a change silently.
 //   - Tenancy. Every event passes the Scope first (CD Applications only for

@@ -27,8 +27,8 @@ type drainWatcher struct {
 	mu       sync.Mutex
 	lastData string
 	comment  bool
-	ended   time.Time
-	err     error
+	ended    time.Time
+	err      error
 }
 
 func (w *drainWatcher) done() (time.Time, bool) {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,6 +61,14 @@ type appState struct {
 
 func (s *appState) uid() string { return s.ns + "-" + s.name }
 
+// clusterRV is the tests' API server: every write gets the next
+// resourceVersion, as one cluster's writes do.
+var clusterRV atomic.Uint64
+
+func init() { clusterRV.Store(5_000) }
+
+func nextRV() string { return strconv.FormatUint(clusterRV.Add(1), 10) }
+
 func (s *appState) object() *projection.Object {
 	var labels projection.Labels
 	if s.project != "" {
@@ -69,7 +78,7 @@ func (s *appState) object() *projection.Object {
 		labels = append(labels, projection.Label{Key: projection.LabelOrg, Value: s.org})
 	}
 	return &projection.Object{
-		Kind: projection.KindApp, Namespace: s.ns, Name: s.name, UID: s.uid(), ResourceVersion: "1",
+		Kind: projection.KindApp, Namespace: s.ns, Name: s.name, UID: s.uid(), ResourceVersion: nextRV(),
 		Generation: 1, Created: 1_760_000_000, Labels: labels,
 		Spec: &projection.AppSpec{Repository: "ghcr.io/hanzoai/" + s.name, Tag: s.tag, Replicas: 1, Role: "service",
 			HasStatus: true, Phase: "Running", ReadyReplicas: s.ready, ObservedGeneration: 1},
@@ -79,7 +88,7 @@ func (s *appState) object() *projection.Object {
 func (s *appState) configMap() *projection.Object {
 	return &projection.Object{
 		Kind: projection.KindConfigMap, Namespace: s.ns, Name: s.name + "-replicate-config", UID: s.uid() + "-cm",
-		ResourceVersion: strconv.Itoa(s.cm), Created: 1_760_000_000,
+		ResourceVersion: nextRV(), Created: 1_760_000_000,
 		Owners: []projection.OwnerRef{{Kind: "App", Name: s.name, UID: s.uid(), Controller: true}},
 	}
 }
@@ -181,6 +190,9 @@ func newEnv(t testing.TB, opts stream.Options, f *fleet, configure ...func(*http
 		}
 	}
 	e.hub = stream.NewHub(e.store, opts)
+	// The initial lists are folded: from here the hub's ring holds every
+	// change, as a watcher's OnReady tells it.
+	e.hub.Synced(e.store.Snapshot().Position)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { defer close(ran); e.hub.Run(ctx) }()
@@ -288,7 +300,7 @@ func (e *env) published() []projection.Delta {
 // current snapshot and its revision.
 func (e *env) list(id string) (map[projection.AppKey]string, uint64) {
 	snap := e.store.Snapshot()
-	return visibleState(snap, id), snap.Revision
+	return visibleState(snap, id), snap.Position
 }
 
 func visibleState(snap *projection.Snapshot, id string) map[projection.AppKey]string {
@@ -317,23 +329,31 @@ type event struct {
 func (ev event) String() string { return fmt.Sprintf("%d %s %s", ev.Rev, ev.Type, ev.Key) }
 
 // expected is the oracle: the events an identity must receive after
-// revision after, derived from the deltas with the tests' own rule.
+// position after, derived from the deltas with the tests' own rule. The
+// last event of a position carries it as its id; the others carry none.
 func expected(deltas []projection.Delta, id string, after uint64) []event {
 	var out []event
 	for _, d := range deltas {
-		if d.Revision <= after {
+		if d.Position <= after {
 			continue
 		}
 		oldSeen := d.Old != nil && sees(id, d.Old)
 		newSeen := d.New != nil && sees(id, d.New)
+		var ev event
 		switch {
 		case oldSeen && newSeen && d.AppChanged:
-			out = append(out, event{d.Revision, "MODIFIED", d.Key, string(d.New.ApplicationJSON())})
+			ev = event{d.Position, "MODIFIED", d.Key, string(d.New.ApplicationJSON())}
 		case newSeen && !oldSeen:
-			out = append(out, event{d.Revision, "ADDED", d.Key, string(d.New.ApplicationJSON())})
+			ev = event{d.Position, "ADDED", d.Key, string(d.New.ApplicationJSON())}
 		case oldSeen && !newSeen:
-			out = append(out, event{d.Revision, "DELETED", d.Key, string(d.Old.ApplicationJSON())})
+			ev = event{d.Position, "DELETED", d.Key, string(d.Old.ApplicationJSON())}
+		default:
+			continue
 		}
+		if n := len(out); n > 0 && out[n-1].Rev == ev.Rev {
+			out[n-1].Rev = 0
+		}
+		out = append(out, ev)
 	}
 	return out
 }

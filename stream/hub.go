@@ -37,6 +37,13 @@ type Options struct {
 	// after a quiet interval goes out at once. Measured in real time,
 	// whatever the Clock.
 	Batch time.Duration
+	// ResumeWait bounds how long a stream resuming from a position this
+	// replica has not folded yet waits for it (default 5 s).
+	ResumeWait time.Duration
+	// History, when set, answers what the cluster held at a past position,
+	// so a stream resuming from a position the ring does not cover (older
+	// than this process, or than the ring) catches up without a reset.
+	History History
 	// Clock defaults to the system clock.
 	Clock Clock
 	// Logger defaults to discarding.
@@ -62,6 +69,9 @@ func (o Options) withDefaults() Options {
 	if o.Batch == 0 {
 		o.Batch = 10 * time.Millisecond
 	}
+	if o.ResumeWait <= 0 {
+		o.ResumeWait = 5 * time.Second
+	}
 	if o.Clock == nil {
 		o.Clock = SystemClock()
 	}
@@ -83,10 +93,24 @@ type Hub struct {
 	inMu  sync.Mutex
 	inbox []projection.Delta
 	spare []projection.Delta // Run's only
-	wake  chan struct{}
+	recs  []*record          // Run's only: the batch being fanned out
+	// syncAt is where Synced was called in the inbox (-1: not pending),
+	// syncPos its position.
+	syncAt  int
+	syncPos uint64
+	wake    chan struct{}
 
-	mu      sync.Mutex
-	ring    *ring
+	mu   sync.Mutex
+	ring *ring
+	// pos is the position of the newest record fanned out: what a
+	// heartbeat tells clients they hold.
+	pos uint64
+	// idViews are the views holding back the newest frame of the batch at
+	// position idPos: it goes out with the batch's id when the batch ends
+	// (the position moves, or the round ends).
+	idViews []*view
+	idPos   uint64
+	synced  bool
 	views   map[string]*view
 	clients map[*subscriber]struct{} // every applications stream being served
 	// catching holds the streams replaying the ring (not yet in a view),
@@ -103,6 +127,8 @@ type Hub struct {
 	cutOff          atomic.Uint64
 	slowCutOff      atomic.Uint64
 	resets          atomic.Uint64
+	historyResumes  atomic.Uint64
+	hist            *histories
 	events          atomic.Uint64
 }
 
@@ -116,6 +142,8 @@ func NewHub(src Source, opts Options) *Hub {
 		clock:    opts.Clock,
 		log:      opts.Logger,
 		wake:     make(chan struct{}, 1),
+		syncAt:   -1,
+		hist:     newHistoriesOf(opts.History),
 		ring:     newRing(opts.RingEvents, src.Snapshot().Revision),
 		views:    map[string]*view{},
 		clients:  map[*subscriber]struct{}{},
@@ -138,6 +166,9 @@ func (h *Hub) Publish(deltas []projection.Delta) {
 		// misses a change silently; they resume or reset.
 		clear(h.inbox)
 		h.inbox = append(h.inbox[:0], deltas[len(deltas)-1])
+		if h.syncAt > 0 {
+			h.syncAt = 0
+		}
 	} else {
 		h.inbox = append(h.inbox, deltas...)
 	}
@@ -203,6 +234,11 @@ type Stats struct {
 	CutOff          uint64 // subscribers disconnected for a full queue or skipped revisions
 	SlowCutOff      uint64 // of those, the ones whose queue was full
 	Resets          uint64 // streams told to reset
+	// HistoryResumes counts streams caught up from the cluster's history
+	// (their position older than the ring) instead of reset.
+	HistoryResumes uint64
+	// Position is the newest position fanned out (the heartbeat's id).
+	Position uint64
 	// Events counts the records fanned out (one per revision), so
 	// Encodings/Events is the encodings per event.
 	Events uint64
@@ -231,6 +267,8 @@ func (h *Hub) Stats() Stats {
 		CutOff:          h.cutOff.Load(),
 		SlowCutOff:      h.slowCutOff.Load(),
 		Resets:          h.resets.Load(),
+		HistoryResumes:  h.historyResumes.Load(),
+		Position:        h.pos,
 		Events:          h.events.Load(),
 		RingOldest:      h.ring.oldest(),
 	}
@@ -242,16 +280,46 @@ func (h *Hub) drain() {
 		h.inMu.Lock()
 		batch := h.inbox
 		h.inbox = h.spare[:0]
+		syncAt, syncPos := h.syncAt, h.syncPos
+		h.syncAt = -1
 		h.inMu.Unlock()
-		if len(batch) == 0 {
+		if len(batch) == 0 && syncAt < 0 {
 			h.spare = batch
 			return
 		}
 		now := h.clock.Now().UnixNano()
-		for i := range batch {
-			rec := newRecord(&batch[i], now) // encodes, outside the lock
+		// Records are made (encoded) outside the lock, and each batch (the
+		// records of one position) enters the ring under one hold of it,
+		// so a stream catching up never sees half a batch.
+		for i := 0; i < len(batch); {
+			if i == syncAt {
+				h.mu.Lock()
+				h.markSynced(syncPos)
+				h.mu.Unlock()
+			}
+			j := i + 1
+			for j < len(batch) && j != syncAt && batch[j].Position == batch[i].Position {
+				j++
+			}
+			recs := h.recs[:0]
+			for k := i; k < j; k++ {
+				recs = append(recs, newRecord(&batch[k], now))
+			}
 			h.mu.Lock()
-			h.fanOut(rec)
+			for _, rec := range recs {
+				h.fanOut(rec)
+			}
+			h.mu.Unlock()
+			clear(recs)
+			h.recs = recs
+			i = j
+		}
+		if cap(h.recs) > 4096 {
+			h.recs = nil
+		}
+		if syncAt >= len(batch) {
+			h.mu.Lock()
+			h.markSynced(syncPos)
 			h.mu.Unlock()
 		}
 		clear(batch) // let the App versions go
@@ -260,6 +328,7 @@ func (h *Hub) drain() {
 		}
 		h.spare = batch
 		h.mu.Lock()
+		h.queueIDs()
 		if h.opts.RingAge > 0 {
 			h.ring.evictBefore(now - int64(h.opts.RingAge))
 		}
@@ -311,9 +380,18 @@ func (h *Hub) fanOut(rec *record) {
 				h.cut(v.subs[len(v.subs)-1], errSkipped)
 			}
 		}
-		h.ring.reset(rec.rev - 1)
+		floorPos := uint64(noPos)
+		if h.synced {
+			floorPos = rec.pos // what came before it is lost
+		}
+		h.ring.reset(rec.rev-1, floorPos)
+	}
+	if rec.pos > h.idPos {
+		h.queueIDs()
+		h.idPos = rec.pos
 	}
 	h.ring.push(rec)
+	h.pos = max(h.pos, rec.pos)
 	h.events.Add(1)
 	if rec.newJSON != nil || rec.oldJSON != nil {
 		for _, v := range h.views {
@@ -321,13 +399,14 @@ func (h *Hub) fanOut(rec *record) {
 			if frame == nil {
 				continue
 			}
-			// Backwards: a subscriber cut off here is swapped with the
-			// last one, which was already served.
-			for i := len(v.subs) - 1; i >= 0; i-- {
-				if s := v.subs[i]; rec.rev > s.after {
-					h.queue(s, frame)
-				}
+			// Its newest frame goes out when the batch ends, with the
+			// batch's id; an earlier one of the batch goes now, without.
+			if v.held != nil {
+				h.queueHeld(v, false)
+			} else {
+				h.idViews = append(h.idViews, v)
 			}
+			v.held, v.heldRev, v.heldPos = frame, rec.rev, rec.pos
 		}
 	}
 	for t := range h.trees[rec.key] {
@@ -342,12 +421,12 @@ func (h *Hub) heartbeat() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	last := h.ring.last()
-	withID := append(appendID(nil, last), pingFrame...)
+	withID := append(appendID(nil, h.pos), pingFrame...)
 	for _, v := range h.views {
 		for i := len(v.subs) - 1; i >= 0; i-- {
 			s := v.subs[i]
 			f := withID
-			if s.after > last {
+			if s.after > last || s.afterPos > h.pos {
 				f = pingFrame // it starts after last: do not move it back
 			}
 			h.queue(s, f)
@@ -413,8 +492,9 @@ func (h *Hub) unjoin(s *subscriber) {
 }
 
 // join adds a subscriber to the view of its key (spec becomes that view if
-// there is none), live after revision pos. Called with h.mu held.
-func (h *Hub) join(s *subscriber, spec *view, pos uint64) {
+// there is none), live after revision rev and position pos. Called with
+// h.mu held.
+func (h *Hub) join(s *subscriber, spec *view, rev, pos uint64) {
 	v := h.views[spec.key]
 	if v == nil {
 		v = spec
@@ -422,7 +502,69 @@ func (h *Hub) join(s *subscriber, spec *view, pos uint64) {
 	}
 	s.index = len(v.subs)
 	v.subs = append(v.subs, s)
-	s.view, s.after = v, pos
+	s.view, s.after, s.afterPos = v, rev, pos
+}
+
+// queueIDs ends a batch: each view holding back a frame of it queues the
+// frame now, its id (the batch's position) first. Only the last event of a
+// batch a view sees carries the id: a client cut off within a batch
+// resumes before it, never after events it did not get. Called with h.mu
+// held.
+func (h *Hub) queueIDs() {
+	if len(h.idViews) == 0 {
+		return
+	}
+	for i, v := range h.idViews {
+		h.queueHeld(v, true)
+		h.idViews[i] = nil
+	}
+	h.idViews = h.idViews[:0]
+}
+
+// queueHeld queues a view's held frame to the subscribers it is due to,
+// with the id line of its position first when withID. Called with h.mu
+// held.
+func (h *Hub) queueHeld(v *view, withID bool) {
+	var id []byte
+	if withID {
+		id = appendID(nil, v.heldPos)
+	}
+	// Backwards: a subscriber cut off here is swapped with the last one,
+	// which was already served.
+	for i := len(v.subs) - 1; i >= 0; i-- {
+		if s := v.subs[i]; v.heldRev > s.after && v.heldPos > s.afterPos {
+			if id != nil && !s.push(id) {
+				h.cutSlow(s)
+				continue
+			}
+			h.queue(s, v.held)
+		}
+	}
+	v.held = nil
+}
+
+// Synced marks the projection as holding the whole cluster as of position
+// listed (the newest resourceVersion its initial lists were taken at):
+// from now on the ring holds every change after it. Before Synced, a
+// stream resuming from a position is reset. Call it once the initial
+// lists are folded (and their deltas published).
+func (h *Hub) Synced(listed uint64) {
+	h.inMu.Lock()
+	h.syncAt, h.syncPos = len(h.inbox), listed
+	h.inMu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// markSynced is Synced, in Run, after the deltas published before it.
+// Called with h.mu held.
+func (h *Hub) markSynced(listed uint64) {
+	h.queueIDs()
+	h.synced = true
+	h.ring.reset(h.ring.last(), max(listed, h.pos))
+	h.pos = max(h.pos, listed)
 }
 
 // stop ends every stream and waits for their Serve calls to return.

@@ -86,6 +86,9 @@ func TestResumeAfterRandomCuts(t *testing.T) {
 		c := results[i]
 		seen := map[uint64]bool{}
 		for _, ev := range c.events {
+			if ev.Rev == 0 {
+				continue // not the last of its position: no id
+			}
 			if seen[ev.Rev] {
 				t.Errorf("%s: event id %d received twice", id, ev.Rev)
 			}
@@ -138,13 +141,13 @@ func readFor(ctx context.Context, e *env, url, id string, h http.Header, budget 
 	}
 }
 
-// TestResetWhenTooOld: an id older than the ring, an id from before this
-// process (≤ Base), and one newer than any revision (another process) all
-// get "event: reset" and then the full ADDED burst, whose last event
-// carries the snapshot's revision.
+// TestResetWhenTooOld: without a History, a position older than the ring,
+// one from before this replica's initial lists, and one newer than the
+// cluster's (after ResumeWait) all get "event: reset" and then the full
+// ADDED burst, whose last event carries the snapshot's position.
 func TestResetWhenTooOld(t *testing.T) {
-	e := newEnv(t, stream.Options{RingEvents: 10}, newFleet(3, 5))
-	first := e.store.Snapshot().Revision
+	e := newEnv(t, stream.Options{RingEvents: 10, ResumeWait: 50 * time.Millisecond}, newFleet(3, 5))
+	listed := e.store.Snapshot().Position
 	// One change at a time, each taken in by the hub before the next: a
 	// hub more than RingEvents deltas behind drops them and starts its
 	// ring over (see Publish), which would leave it shorter than 10.
@@ -155,15 +158,14 @@ func TestResetWhenTooOld(t *testing.T) {
 	if n := e.hub.Stats().RingLen; n != 10 {
 		t.Fatalf("the ring holds %d records, want 10", n)
 	}
-	cur := e.store.Snapshot().Revision
+	cur := e.store.Snapshot().Position
 	for _, tc := range []struct {
 		name string
 		id   uint64
 	}{
-		{"older than the ring", first + 1},
-		{"the base revision", base},
-		{"before this process", base - 77},
-		{"another process", cur + 1000},
+		{"older than the ring", listed + 1},
+		{"before the initial lists", listed - 7},
+		{"newer than the cluster", cur + 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, id := range identities {
@@ -240,8 +242,8 @@ func checkResetBurst(t *testing.T, e *env, id, how string, pos uint64) {
 			t.Fatal(err)
 		}
 	}
-	if c.lastID != strconv.FormatUint(snap.Revision, 10) {
-		t.Errorf("%s %s=%d: burst ends at id %s, want the snapshot's %d", id, how, pos, c.lastID, snap.Revision)
+	if c.lastID != strconv.FormatUint(snap.Position, 10) {
+		t.Errorf("%s %s=%d: burst ends at id %s, want the snapshot's %d", id, how, pos, c.lastID, snap.Position)
 	}
 	if diff := cmp.Diff(visibleState(snap, id), c.apps); diff != "" {
 		t.Errorf("%s %s=%d: burst differs from the snapshot (-want +got):\n%s", id, how, pos, diff)
@@ -253,7 +255,7 @@ func checkResetBurst(t *testing.T, e *env, id, how string, pos uint64) {
 func TestRingAge(t *testing.T) {
 	clock := streamtest.NewClock(time.Unix(1_760_000_000, 0))
 	e := newEnv(t, stream.Options{Clock: clock, RingAge: 5 * time.Minute}, newFleet(4, 3))
-	start := e.store.Snapshot().Revision
+	start := e.store.Snapshot().Position
 	for range 5 {
 		e.apply(e.fleet.next())
 	}

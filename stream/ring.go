@@ -10,8 +10,9 @@ import (
 // may see the row before and after, and the encoded Applications (the App
 // versions themselves are not kept, so the ring holds bytes, not trees).
 type record struct {
-	rev        uint64
-	at         int64 // Unix nanoseconds when the hub took it in
+	rev        uint64 // this process's revision (contiguous in the ring)
+	pos        uint64 // the cluster position of the Apply that made it (the event id)
+	at         int64  // Unix nanoseconds when the hub took it in
 	key        projection.AppKey
 	row        projection.RowKind
 	appChanged bool
@@ -26,7 +27,7 @@ type record struct {
 }
 
 func newRecord(d *projection.Delta, at int64) *record {
-	rec := &record{rev: d.Revision, at: at, key: d.Key, row: d.Row, appChanged: d.AppChanged}
+	rec := &record{rev: d.Revision, pos: d.Position, at: at, key: d.Key, row: d.Row, appChanged: d.AppChanged}
 	if d.Old != nil {
 		rec.hasOld, rec.old = true, attrsOf(d.Old)
 	}
@@ -50,18 +51,52 @@ func attrsOf(a *projection.App) rowAttrs {
 }
 
 // ring is the resume log: the newest records, contiguous in revision
-// (floor, floor+n]. Bounded by count; old records also leave by age.
-// Guarded by Hub.mu.
+// (floor, floor+n], their positions never decreasing. Bounded by count;
+// old records also leave by age. Guarded by Hub.mu.
 type ring struct {
 	buf   []*record // circular, oldest at head
 	head  int
 	n     int
 	max   int
 	floor uint64 // revisions at or below it are not held
+	// floorPos is the position from which the ring holds every change:
+	// a client at a position at or above it (and not past the newest) is
+	// resumed from the ring. Before the first sync it is unknown: noPos.
+	floorPos uint64
 }
 
+// noPos is a floor position no client position reaches.
+const noPos = ^uint64(0)
+
 func newRing(max int, floor uint64) *ring {
-	return &ring{buf: make([]*record, min(max, 1024)), max: max, floor: floor}
+	return &ring{buf: make([]*record, min(max, 1024)), max: max, floor: floor, floorPos: noPos}
+}
+
+// at is the i-th record held, oldest first.
+func (r *ring) at(i int) *record { return r.buf[(r.head+i)%len(r.buf)] }
+
+// locate is the revision after which the changes since position p start:
+// the newest record at or below p, or the floor. p must be covered (at or
+// above floorPos).
+func (r *ring) locate(p uint64) uint64 {
+	lo, hi := 0, r.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if r.at(m).pos <= p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return r.floor + uint64(lo)
+}
+
+// lastPos is the newest position held (floorPos when empty).
+func (r *ring) lastPos() uint64 {
+	if r.n == 0 {
+		return r.floorPos
+	}
+	return r.at(r.n - 1).pos
 }
 
 // last is the newest revision held (floor when empty).
@@ -93,6 +128,9 @@ func (r *ring) push(rec *record) {
 }
 
 func (r *ring) popOldest() {
+	if p := r.buf[r.head].pos; r.floorPos != noPos && p > r.floorPos {
+		r.floorPos = p
+	}
 	r.buf[r.head] = nil
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--
@@ -106,10 +144,11 @@ func (r *ring) evictBefore(t int64) {
 	}
 }
 
-// reset empties the ring at a new floor.
-func (r *ring) reset(floor uint64) {
+// reset empties the ring at a new floor, from which it holds every change
+// after position floorPos.
+func (r *ring) reset(floor, floorPos uint64) {
 	clear(r.buf)
-	r.head, r.n, r.floor = 0, 0, floor
+	r.head, r.n, r.floor, r.floorPos = 0, 0, floor, floorPos
 }
 
 // after appends to dst up to limit records with revisions after pos, in

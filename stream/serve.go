@@ -57,17 +57,29 @@ func (h *Hub) ServeApplications(w http.ResponseWriter, r *http.Request, req Requ
 	return nil
 }
 
-// stream runs the three phases: burst or resume position, catch-up from
-// the ring, then live frames from the subscriber's queue.
+// stream runs the three phases: burst, resume position or catch-up from
+// the cluster's history; catch-up from the ring; then live frames from the
+// subscriber's queue.
 func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec *view, req Request) {
 	pos := req.LastEventID
 	if pos == 0 {
 		pos = req.ResourceVersion
 	}
+	var rev uint64   // the revision replayed from
+	var after uint64 // the position the client holds
 	burst, reset := pos == 0, false
 	if !burst {
-		snap := h.src.Snapshot()
-		reset = pos <= snap.Base || pos > snap.Revision
+		var ok bool
+		if rev, ok = h.resumable(ctx, pos); ok {
+			after = pos
+		} else if ctx.Err() != nil {
+			return
+		} else if rev, ok = h.fromHistory(ctx, out, spec, pos); !ok {
+			if ctx.Err() != nil || out.err != nil {
+				return
+			}
+			reset = true
+		}
 	}
 	for {
 		if reset {
@@ -76,12 +88,12 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 		}
 		if burst || reset {
 			var ok bool
-			if pos, ok = h.burst(ctx, out, spec); !ok {
+			if rev, ok = h.burst(ctx, out, spec); !ok {
 				return
 			}
-			burst, reset = false, false
+			burst, reset, after = false, false, 0
 		}
-		joined, tooOld := h.catchUp(ctx, out, s, spec, pos)
+		joined, tooOld := h.catchUp(ctx, out, s, spec, rev, after)
 		if tooOld {
 			reset = true
 			continue
@@ -115,10 +127,48 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 	}
 }
 
+// resumable waits (up to ResumeWait) until this replica has folded
+// position pos, and returns the revision after which the ring holds the
+// changes since pos. false: the ring does not cover pos (it is older than
+// the ring, or this replica has not synced or not reached it in time).
+func (h *Hub) resumable(ctx context.Context, pos uint64) (uint64, bool) {
+	if h.src.Snapshot().Position < pos {
+		// Wall time, not the injected clock: this waits for the fold,
+		// which no test clock drives.
+		deadline := time.Now().Add(h.opts.ResumeWait)
+		for h.src.Snapshot().Position < pos {
+			if !time.Now().Before(deadline) || !sleepCtx(ctx, resumePoll) {
+				return 0, false
+			}
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.synced || h.ring.floorPos == noPos || pos < h.ring.floorPos {
+		return 0, false
+	}
+	return h.ring.locate(pos), true
+}
+
+// resumePoll is how often a resuming stream looks whether the fold reached
+// its position.
+const resumePoll = 10 * time.Millisecond
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // burst writes one ADDED per application the view sees in the current
 // snapshot and returns its revision. The last event (or, when there is
-// none, an empty frame) carries the revision as its id: a client cut off
-// mid-burst has no new id and starts over.
+// none, an empty frame) carries the snapshot's position as its id: a
+// client cut off mid-burst has no new id and starts over.
 func (h *Hub) burst(ctx context.Context, out *eventWriter, spec *view) (uint64, bool) {
 	snap := h.src.Snapshot()
 	rows := spec.rows(snap)
@@ -126,27 +176,27 @@ func (h *Hub) burst(ctx context.Context, out *eventWriter, spec *view) (uint64, 
 		if i%64 == 0 && (ctx.Err() != nil || out.err != nil) {
 			return 0, false
 		}
-		var id uint64
-		if i == len(rows)-1 {
-			id = snap.Revision
-		}
 		h.replayEncodings.Add(1)
-		out.write(spec.encode(id, projection.Added, a.ApplicationJSON()))
+		if i == len(rows)-1 {
+			out.write(appendID(nil, snap.Position))
+		}
+		out.write(spec.encode(0, projection.Added, a.ApplicationJSON()))
 	}
-	if len(rows) == 0 {
-		out.write(append(appendID(nil, snap.Revision), '\n'))
+	if len(rows) == 0 && snap.Position != 0 {
+		out.write(append(appendID(nil, snap.Position), '\n'))
 	}
 	return snap.Revision, out.flush() == nil
 }
 
-// catchUp replays the ring after pos, chunk by chunk, until it reaches the
-// hub's newest revision; then it joins the live view under the same lock,
-// so no revision is missed or repeated. tooOld: the ring no longer holds
-// the revisions right after pos.
-func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec *view, pos uint64) (joined, tooOld bool) {
+// catchUp replays the ring after revision rev (frames of positions after
+// pos), chunk by chunk, until it reaches the hub's newest revision; then
+// it joins the live view under the same lock, so no revision is missed or
+// repeated. tooOld: the ring no longer holds the revisions right after
+// rev.
+func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec *view, rev, pos uint64) (joined, tooOld bool) {
 	var chunk []*record
 	h.mu.Lock()
-	s.replayed, s.lag = pos, h.ring.last()-min(pos, h.ring.last())
+	s.replayed, s.lag = rev, h.ring.last()-min(rev, h.ring.last())
 	h.catching[s] = struct{}{}
 	h.mu.Unlock()
 	defer func() {
@@ -154,33 +204,58 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 		delete(h.catching, s)
 		h.mu.Unlock()
 	}()
+	// The newest frame of a position is held back to carry its id.
+	var held []byte
+	heldPos := pos
+	flushHeld := func(withID bool) {
+		if held != nil {
+			if withID {
+				out.write(appendID(nil, heldPos))
+			}
+			out.write(held)
+			held = nil
+		}
+	}
 	for {
 		if ctx.Err() != nil {
 			return false, false
 		}
 		h.mu.Lock()
-		s.replayed = pos
-		if pos >= h.ring.last() {
+		s.replayed = rev
+		if rev >= h.ring.last() {
+			// The ring ends with a whole batch (the hub adds a batch's
+			// records under one hold of its lock): the held frame is the
+			// last of its position. It is queued, not written, under the
+			// lock, ahead of anything live.
 			delete(h.catching, s)
-			h.join(s, spec, pos)
+			if held != nil {
+				s.push(appendID(nil, heldPos))
+				s.push(held)
+				select {
+				case s.wake <- struct{}{}:
+				default:
+				}
+			}
+			h.join(s, spec, rev, pos)
 			h.mu.Unlock()
 			return true, false
 		}
-		if pos < h.ring.floor {
+		if rev < h.ring.floor {
 			h.mu.Unlock()
 			return false, true
 		}
-		chunk = h.ring.after(chunk[:0], pos, catchUpChunk)
+		chunk = h.ring.after(chunk[:0], rev, catchUpChunk)
 		h.mu.Unlock()
 		for _, rec := range chunk {
-			if rec.newJSON == nil && rec.oldJSON == nil {
+			if rec.newJSON == nil && rec.oldJSON == nil || rec.pos <= pos {
 				continue
 			}
 			if f := spec.frame(rec, &h.replayEncodings); f != nil {
-				out.write(f)
+				flushHeld(rec.pos > heldPos)
+				held, heldPos = f, rec.pos
 			}
 		}
-		pos = chunk[len(chunk)-1].rev
+		rev = chunk[len(chunk)-1].rev
 		clear(chunk)
 		if out.flush() != nil {
 			return false, false

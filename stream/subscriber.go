@@ -8,10 +8,13 @@ import (
 // subscriber is one applications stream. view, after and touched are
 // guarded by Hub.mu; the queue by its own mutex.
 type subscriber struct {
-	view    *view
-	after   uint64 // frames of revisions at or below it are not queued
-	index   int    // in view.subs
-	touched bool   // in Hub.touched
+	view  *view
+	after uint64 // frames of revisions at or below it are not queued
+	// afterPos: frames of positions at or below it are not queued (the
+	// position the client resumed from).
+	afterPos uint64
+	index    int  // in view.subs
+	touched  bool // in Hub.touched
 	// While it replays the ring (in Hub.catching): the revision it has
 	// written up to, and how far behind the ring's end it started.
 	replayed, lag uint64

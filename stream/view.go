@@ -18,6 +18,11 @@ type view struct {
 	filter AppFilter
 	fields *fieldTree // nil: whole events
 	subs   []*subscriber
+	// held is the newest frame of the batch being fanned out, held back
+	// to carry the batch's id (in Hub.idViews while set); heldRev and
+	// heldPos are its record's.
+	held             []byte
+	heldRev, heldPos uint64
 }
 
 func newView(scope auth.Scope, f AppFilter) *view {
@@ -56,7 +61,7 @@ func (v *view) frame(rec *record, encodings *atomic.Uint64) []byte {
 		return nil
 	}
 	encodings.Add(1)
-	return v.encode(rec.rev, typ, app)
+	return v.encode(0, typ, app)
 }
 
 // encode builds one SSE frame: "id: <rev>\n" (left out for rev 0),

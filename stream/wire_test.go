@@ -17,11 +17,20 @@ import (
 )
 
 // TestWireStart: headers and the first comment arrive before any event;
-// then the (here empty) burst's id-only frame; a heartbeat is a comment
-// carrying the newest revision; each event is id + data.
+// then the (here empty) burst's id-only frame at the cluster's position; a
+// heartbeat is a comment carrying the newest position; each event is id +
+// data.
 func TestWireStart(t *testing.T) {
 	clock := streamtest.NewClock(time.Unix(1_760_000_000, 0))
 	e := newEnv(t, stream.Options{Clock: clock}, nil)
+	// An object that makes no row: the cluster is at a position, with no
+	// application in it.
+	orphan := &appState{ns: "hanzo", name: "orphan"}
+	e.apply(projection.Change{Op: projection.Upsert, Object: orphan.configMap()})
+	base := e.store.Snapshot().Position
+	if base == 0 {
+		t.Fatal("the store has no position after a change")
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/apps", nil)
@@ -54,13 +63,13 @@ func TestWireStart(t *testing.T) {
 	if got, want := readFrame(), "retry: 3000\n: ping\n\n"; got != want {
 		t.Errorf("first frame %q, want %q", got, want)
 	}
-	if got, want := readFrame(), "id: "+strconv.Itoa(base)+"\n\n"; got != want {
+	if got, want := readFrame(), "id: "+strconv.FormatUint(base, 10)+"\n\n"; got != want {
 		t.Errorf("empty burst frame %q, want %q", got, want)
 	}
 	s := &appState{ns: "tenant-acme", name: "web", org: "acme", tag: "v1.0.0", ready: 1}
 	e.apply(projection.Change{Op: projection.Upsert, Object: s.object()})
 	a := e.store.Snapshot().Get("tenant-acme", "web")
-	want := "id: " + strconv.Itoa(base+1) + "\ndata: {\"result\":{\"type\":\"ADDED\",\"application\":" + string(a.ApplicationJSON()) + "}}\n\n"
+	want := "id: " + strconv.FormatUint(base+1, 10) + "\ndata: {\"result\":{\"type\":\"ADDED\",\"application\":" + string(a.ApplicationJSON()) + "}}\n\n"
 	if got := readFrame(); got != want {
 		t.Errorf("event frame:\n got %q\nwant %q", got, want)
 	}
@@ -71,18 +80,18 @@ func TestWireStart(t *testing.T) {
 	// joins its view: a heartbeat before that would pass it by.
 	waitFor(t, 5*time.Second, "the stream to join its view", func() bool { return e.hub.Stats().Joined == 1 })
 	clock.Advance(15 * time.Second)
-	if got, want := readFrame(), "id: "+strconv.Itoa(base+1)+"\n: ping\n\n"; got != want {
+	if got, want := readFrame(), "id: "+strconv.FormatUint(base+1, 10)+"\n: ping\n\n"; got != want {
 		t.Errorf("heartbeat %q, want %q", got, want)
 	}
 	s.org = "" // leaves every tenant; a SuperAdmin sees MODIFIED
 	e.apply(projection.Change{Op: projection.Upsert, Object: s.object()})
-	if got := readFrame(); !strings.HasPrefix(got, "id: "+strconv.Itoa(base+2)+"\ndata: {\"result\":{\"type\":\"MODIFIED\"") {
+	if got := readFrame(); !strings.HasPrefix(got, "id: "+strconv.FormatUint(base+2, 10)+"\ndata: {\"result\":{\"type\":\"MODIFIED\"") {
 		t.Errorf("second event %q", got)
 	}
 	s.present = false
 	e.apply(projection.Change{Op: projection.Delete, Object: s.object()})
 	last := e.published()[2]
-	want = "id: " + strconv.Itoa(base+3) + "\ndata: {\"result\":{\"type\":\"DELETED\",\"application\":" + string(last.Old.ApplicationJSON()) + "}}\n\n"
+	want = "id: " + strconv.FormatUint(base+3, 10) + "\ndata: {\"result\":{\"type\":\"DELETED\",\"application\":" + string(last.Old.ApplicationJSON()) + "}}\n\n"
 	if got := readFrame(); got != want {
 		t.Errorf("DELETED carries the last known Application:\n got %q\nwant %q", got, want)
 	}

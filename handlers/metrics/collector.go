@@ -43,6 +43,10 @@ var (
 		"Objects an informer holds for watched namespaces, by kind.", []string{"kind"}, nil)
 	descRevision = prometheus.NewDesc("deployd_snapshot_revision",
 		"The revision of the current projection snapshot.", nil, nil)
+	descPosition = prometheus.NewDesc("deployd_snapshot_position",
+		"The cluster position of the current snapshot: the newest resourceVersion folded (equal on replicas in step).", nil, nil)
+	descHistoryResumes = prometheus.NewDesc("deployd_stream_history_resumes_total",
+		"Streams resumed from a position older than the ring by the API server's history, instead of reset.", nil, nil)
 	descApps = prometheus.NewDesc("deployd_apps",
 		"Application rows in the current snapshot (CD Applications included).", nil, nil)
 	descSubscribers = prometheus.NewDesc("deployd_stream_subscribers",
@@ -78,7 +82,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descAppInfo, descClusterInfo, descClusterObjects, descClusterAPIs,
 		descReady, descKindsListed, descKindsServed, descFolded, descQueued, descChanges, descRelists,
-		descWatchRestarts, descObjects, descRevision, descApps, descSubscribers, descViews, descEvents,
+		descWatchRestarts, descObjects, descRevision, descPosition, descHistoryResumes, descApps, descSubscribers, descViews, descEvents,
 		descEncodings, descCutOffs, descResets, descRingLen, descRingAge, descTokenCache,
 		descEngineLeader, descEngineSuspended, descEngineStale,
 	} {
@@ -105,6 +109,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			n++
 		}
 		gauge(descRevision, float64(snap.Revision))
+		gauge(descPosition, float64(snap.Position))
 		gauge(descApps, float64(n))
 	}
 	if c.src.Cluster != nil {
@@ -137,6 +142,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCutOffs, st.SlowCutOff, "slow")
 		counter(descCutOffs, st.CutOff-st.SlowCutOff, "skipped")
 		counter(descResets, st.Resets)
+		counter(descHistoryResumes, st.HistoryResumes)
 		gauge(descRingLen, float64(st.RingLen))
 		age := 0.0
 		if !st.RingOldest.IsZero() {

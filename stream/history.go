@@ -1,0 +1,173 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// History answers which application rows the cluster held at a past
+// position, from the API server (a list at exactly that resourceVersion).
+// It returns an error wrapping ErrHistoryGone when the cluster no longer
+// holds that position (etcd compacted past it).
+type History interface {
+	RowsAt(ctx context.Context, pos uint64) (*PastRows, error)
+}
+
+// ErrHistoryGone: the cluster no longer holds the position asked for.
+var ErrHistoryGone = errors.New("the cluster no longer holds that resourceVersion")
+
+// PastRows are the rows of the kinds History can prove: operator Apps and
+// CD Applications, with what scope and filters read. Sites are rebuilt
+// from several kinds and cannot be; Sites says whether any existed.
+type PastRows struct {
+	Rows  []projection.PastRow
+	Sites bool
+}
+
+// histories shares one History answer among the streams resuming from one
+// position at once (a replica that just started takes many from the same
+// moment), and keeps the last few.
+type histories struct {
+	src History
+	mu  sync.Mutex
+	lru *simplelru.LRU[uint64, *historyCall]
+}
+
+type historyCall struct {
+	done chan struct{}
+	rows *PastRows
+	err  error
+}
+
+func newHistories(src History) *histories {
+	lru, _ := simplelru.NewLRU[uint64, *historyCall](8, nil)
+	return &histories{src: src, lru: lru}
+}
+
+// at returns the rows at pos, asking the source once per position.
+func (h *histories) at(ctx context.Context, pos uint64) (*PastRows, error) {
+	h.mu.Lock()
+	call, ok := h.lru.Get(pos)
+	if !ok {
+		call = &historyCall{done: make(chan struct{})}
+		h.lru.Add(pos, call)
+		go func() {
+			// Not the stream's context: the answer is shared.
+			cctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+			defer cancel()
+			call.rows, call.err = h.src.RowsAt(cctx, pos)
+			if call.err != nil && !errors.Is(call.err, ErrHistoryGone) {
+				h.mu.Lock()
+				if c, ok := h.lru.Peek(pos); ok && c == call {
+					h.lru.Remove(pos) // a failure is not remembered; gone is
+				}
+				h.mu.Unlock()
+			}
+			close(call.done)
+		}()
+	}
+	h.mu.Unlock()
+	select {
+	case <-call.done:
+		return call.rows, call.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// historyTimeout bounds one History answer.
+const historyTimeout = 30 * time.Second
+
+// fromHistory catches a client at position pos up from the cluster's
+// history, when the ring does not cover pos: the rows the view sees now
+// that it did not see at pos are ADDED, those it sees both then and now
+// whose tree holds an object newer than pos are MODIFIED, and those it saw
+// then and not now are DELETED (carrying the row as it was); the last
+// carries the snapshot's position as its id; the stream goes on from the ring
+// after the snapshot's revision. false (nothing written): no history (none
+// configured, not synced, compacted, failed), or the view sees static
+// sites, which history cannot rebuild: the client is reset.
+func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos uint64) (uint64, bool) {
+	h.mu.Lock()
+	synced := h.synced
+	h.mu.Unlock()
+	if h.hist == nil || !synced {
+		return 0, false
+	}
+	past, err := h.hist.at(ctx, pos)
+	if err != nil {
+		h.log.Info("stream resume: no history at the client's position; resetting it", "position", pos, "err", err)
+		return 0, false
+	}
+	snap := h.src.Snapshot()
+	rows := spec.rows(snap)
+	if past.Sites {
+		return 0, false
+	}
+	was := make(map[projection.AppKey]*projection.PastRow, len(past.Rows))
+	for i := range past.Rows {
+		p := &past.Rows[i]
+		if spec.sees(p.Row, p.Key, rowAttrs{org: p.Org, project: p.Project, env: p.Env}) {
+			was[p.Key] = p
+		}
+	}
+	var frames [][]byte
+	for _, a := range rows {
+		if a.Row == projection.RowSite {
+			return 0, false
+		}
+		p, ok := was[a.Key()]
+		delete(was, a.Key())
+		switch {
+		case !ok:
+			frames = append(frames, spec.encode(0, projection.Added, a.ApplicationJSON()))
+		case p.Row != a.Row || a.Changed(pos):
+			frames = append(frames, spec.encode(0, projection.Modified, a.ApplicationJSON()))
+		}
+	}
+	gone := make([]*projection.PastRow, 0, len(was))
+	for _, p := range was {
+		gone = append(gone, p)
+	}
+	slices.SortFunc(gone, func(a, b *projection.PastRow) int { return compareKeys(a.Key, b.Key) })
+	for _, p := range gone {
+		frames = append(frames, spec.encode(0, projection.Deleted, projection.GoneApplicationJSON(p.Key, p.Org, p.Project, p.Env, p.ResourceVersion)))
+	}
+	h.replayEncodings.Add(uint64(len(frames)))
+	for i, f := range frames {
+		if i%64 == 0 && (ctx.Err() != nil || out.err != nil) {
+			return 0, false
+		}
+		if i == len(frames)-1 {
+			out.write(appendID(nil, snap.Position))
+		}
+		out.write(f)
+	}
+	if len(frames) == 0 {
+		out.write(append(appendID(nil, snap.Position), '\n'))
+	}
+	h.historyResumes.Add(1)
+	return snap.Revision, out.flush() == nil
+}
+
+func compareKeys(a, b projection.AppKey) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+func newHistoriesOf(src History) *histories {
+	if src == nil {
+		return nil
+	}
+	return newHistories(src)
+}
