@@ -156,7 +156,10 @@ func (s *Server) listApplications(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	snap := s.d.Snapshots.Snapshot()
+	snap, err := s.snapshotAt(c, lq.resourceVersion)
+	if err != nil {
+		return err
+	}
 	rows := func(yield func(*projection.App) bool) {
 		for a := range s.visibleRows(snap, sc) {
 			if lq.matches(a) && !yield(a) {
@@ -170,20 +173,20 @@ func (s *Server) listApplications(c echo.Context) error {
 		// row from the pre-encoded rows; gzipped, it is spliced from runs
 		// compressed once per version (gzlist.go). A change elsewhere in
 		// the fleet costs a tenant's next list no rendering.
-		if notModified(c, snap.Revision) {
+		if notModifiedAt(c, s.listTag(snap, key, rows)) {
 			return c.NoContent(http.StatusNotModified)
 		}
 		if acceptsGzip(c.Request()) {
-			return s.writeGzipList(c, snap.Revision, key, func() []rowRun { return visibleRuns(snap, sc) }, func(a *projection.App) bool {
+			return s.writeGzipList(c, snap, key, func() []rowRun { return visibleRuns(snap, sc) }, func(a *projection.App) bool {
 				return sees(sc, a) && lq.matches(a)
 			})
 		}
 		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 		c.Response().WriteHeader(http.StatusOK)
-		return projection.WriteApplicationList(c.Response(), snap.Revision, rows)
+		return projection.WriteApplicationList(c.Response(), snap.Position, rows)
 	}
-	return s.respondCached(c, snap.Revision, key, func() ([]byte, error) {
-		body := projection.AppendApplicationList(nil, snap.Revision, rows)
+	return s.respondCachedAt(c, s.listTag(snap, key, rows), key, func() ([]byte, error) {
+		body := projection.AppendApplicationList(nil, snap.Position, rows)
 		if lq.fields == nil {
 			return body, nil
 		}
@@ -196,7 +199,10 @@ func (s *Server) listApplications(c echo.Context) error {
 }
 
 func (s *Server) getApplication(c echo.Context) error {
-	snap := s.d.Snapshots.Snapshot()
+	snap, err := s.snapshotAt(c, 0)
+	if err != nil {
+		return err
+	}
 	a, err := s.appFromPath(c, snap)
 	if err != nil {
 		return err
@@ -204,16 +210,19 @@ func (s *Server) getApplication(c echo.Context) error {
 	if hist, _, ok := s.gitHistory(c, a); ok {
 		return s.applicationWithGitHistory(c, a, hist)
 	}
-	return s.respondCached(c, a.Revision, "app|"+a.Key().String(), func() ([]byte, error) { return a.ApplicationJSON(), nil })
+	return s.respondCachedAt(c, a.ETag(), "app|"+a.Key().String(), func() ([]byte, error) { return a.ApplicationJSON(), nil })
 }
 
 func (s *Server) getTree(c echo.Context) error {
-	snap := s.d.Snapshots.Snapshot()
+	snap, err := s.snapshotAt(c, 0)
+	if err != nil {
+		return err
+	}
 	a, err := s.appFromPath(c, snap)
 	if err != nil {
 		return err
 	}
-	return s.respondCached(c, a.TreeRevision, "tree|"+a.Key().String(), func() ([]byte, error) { return a.ApplicationTreeJSON(), nil })
+	return s.respondCachedAt(c, a.TreeETag(), "tree|"+a.Key().String(), func() ([]byte, error) { return a.ApplicationTreeJSON(), nil })
 }
 
 type syncWindowsState struct {

@@ -255,7 +255,7 @@ func (s *Server) clusterList(sc auth.Scope) clusterList {
 		state = connectionState{Status: "Failed", Message: st.Reason}
 	}
 	return clusterList{
-		Metadata: listMeta{ResourceVersion: uintString(snap.Revision)},
+		Metadata: listMeta{ResourceVersion: uintString(snap.Position)},
 		Items: []cluster{{Name: s.d.ClusterName, Server: s.d.Projection.ClusterServer,
 			Info: clusterInfo{ApplicationsCount: n, ConnectionState: state, CacheInfo: cacheInfo{APIsCount: len(projection.Registry())}}}},
 	}
@@ -360,7 +360,7 @@ func (s *Server) projects(c echo.Context) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := projectList{Metadata: listMeta{ResourceVersion: uintString(snap.Revision)}, Items: []project{}}
+	out := projectList{Metadata: listMeta{ResourceVersion: uintString(snap.Position)}, Items: []project{}}
 	dest := destination{Server: s.d.Projection.ClusterServer, Namespace: "*"}
 	if !sc.IsAll() {
 		dest.Namespace = sc.Namespace()

@@ -39,6 +39,7 @@ type cachedBody struct {
 	gzLen    atomic.Int64 // len(gzipped) once it is made, readable by anyone
 	run      *gzRun
 	list     *gzList // an assembled gzip list: its runs are entries of their own
+	tag      string  // a list's entity tag (listTag)
 }
 
 func newResponseCache(entries int) *responseCache {

@@ -121,17 +121,17 @@ type gzList struct {
 	size            int64
 }
 
-// writeGzipList writes the ApplicationList at rev made of runs, each
+// writeGzipList writes the ApplicationList of snap made of runs, each
 // filtered by keep, as one gzip member with its Content-Length. Compressed
 // runs are kept in the response cache under view (the scope and query) and
 // the run's version; the assembly under view and rev.
-func (s *Server) writeGzipList(c echo.Context, rev uint64, view string, runs func() []rowRun, keep func(*projection.App) bool) error {
-	key, version := "gzlist|"+view, strconv.FormatUint(rev, 10)
+func (s *Server) writeGzipList(c echo.Context, snap *projection.Snapshot, view string, runs func() []rowRun, keep func(*projection.App) bool) error {
+	key, version := "gzlist|"+view, strconv.FormatUint(snap.Revision, 10)
 	var l *gzList
 	if cb, ok := s.cache.get(key, version); ok {
 		l = cb.list
 	} else {
-		l = s.assembleGzipList(rev, view, runs(), keep)
+		l = s.assembleGzipList(snap.Position, view, runs(), keep)
 		s.cache.add(key, version, &cachedBody{list: l})
 	}
 

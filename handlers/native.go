@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -37,7 +38,7 @@ func (s *Server) nativeTree(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.respondCached(c, max(a.Revision, a.TreeRevision), "native|"+a.Key().String(), func() ([]byte, error) {
+	return s.respondCachedAt(c, a.ETag()+"."+strconv.FormatUint(a.TreeDigest(), 36), "native|"+a.Key().String(), func() ([]byte, error) {
 		return marshalJSON(a.NativeTree())
 	})
 }

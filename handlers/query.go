@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"github.com/hanzoai/deploy/stream"
 	"net/http"
 	"net/url"
 	"slices"
@@ -71,16 +72,19 @@ func optionalName(q url.Values, key string) (string, error) {
 
 // listQuery is the filter of GET /v1/deploy/applications.
 type listQuery struct {
-	name         string
-	projects     []string
-	selector     labels.Selector
-	selectorText string
-	appNamespace string
-	fields       [][]string
-	fieldsText   string
+	// resourceVersion: the position the list must be at least at (0:
+	// any). Not part of the key: it names no content.
+	resourceVersion uint64
+	name            string
+	projects        []string
+	selector        labels.Selector
+	selectorText    string
+	appNamespace    string
+	fields          [][]string
+	fieldsText      string
 }
 
-var listParams = []string{"name", "projects", "selector", "appNamespace", "fields", "refresh"}
+var listParams = []string{"name", "projects", "selector", "appNamespace", "fields", "refresh", "resourceVersion"}
 
 func parseListQuery(q url.Values) (listQuery, error) {
 	var lq listQuery
@@ -90,7 +94,13 @@ func parseListQuery(q url.Values) (listQuery, error) {
 	if err := checkRefresh(q); err != nil {
 		return lq, err
 	}
-	var err error
+	rv, err := single(q, "resourceVersion")
+	if err != nil {
+		return lq, err
+	}
+	if lq.resourceVersion, err = stream.ParseResourceVersion(rv); err != nil {
+		return lq, errorf(http.StatusBadRequest, err.Error())
+	}
 	if lq.name, err = optionalName(q, "name"); err != nil {
 		return lq, err
 	}

@@ -1,0 +1,91 @@
+package handlers
+
+import (
+	"iter"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// positionWait bounds how long a request naming a position this replica has
+// not folded yet waits for it: replicas of one cluster are normally
+// milliseconds apart.
+const positionWait = 3 * time.Second
+
+// positionPoll is how often such a request looks again.
+const positionPoll = 10 * time.Millisecond
+
+// snapshotAt returns the snapshot once it is at or past every position the
+// request names: min (a list's resourceVersion parameter) and the
+// positions leading its If-None-Match tags, waiting up to positionWait. A
+// client moving between replicas so never sees an answer older than one it
+// had. A resourceVersion still not reached is a 504, as the API server
+// answers a resourceVersion it has not reached ("Too large resource
+// version"); an If-None-Match one is answered with what is here (the tag
+// will not match).
+func (s *Server) snapshotAt(c echo.Context, min uint64) (*projection.Snapshot, error) {
+	snap := s.d.Snapshots.Snapshot()
+	want := max(min, taggedPosition(c.Request().Header.Get("If-None-Match")))
+	if snap.Position >= want {
+		return snap, nil
+	}
+	ctx := c.Request().Context()
+	deadline := time.Now().Add(positionWait)
+	t := time.NewTicker(positionPoll)
+	defer t.Stop()
+	for snap.Position < want && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		snap = s.d.Snapshots.Snapshot()
+	}
+	if snap.Position < min {
+		return nil, errorf(http.StatusGatewayTimeout, "resourceVersion "+strconv.FormatUint(min, 10)+
+			" is newer than this replica has seen ("+strconv.FormatUint(snap.Position, 10)+") after "+positionWait.String()+"; retry, or list without resourceVersion")
+	}
+	return snap, nil
+}
+
+// taggedPosition is the newest position leading the entity tags of an
+// If-None-Match header ("<position>-<digest>"), 0 when none.
+func taggedPosition(header string) uint64 {
+	var newest uint64
+	for header != "" {
+		var part string
+		part, header, _ = strings.Cut(header, ",")
+		part = strings.TrimPrefix(strings.TrimSpace(part), "W/")
+		part = strings.Trim(part, `"`)
+		num, _, ok := strings.Cut(part, "-")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(num, 10, 64); err == nil && n > newest {
+			newest = n
+		}
+	}
+	return newest
+}
+
+// listTag is the entity tag of a list of rows at snap: its position and a
+// digest of its rows' Applications, the same on every replica for the same
+// answer. Worked out once per view (key) and revision.
+func (s *Server) listTag(snap *projection.Snapshot, key string, rows iter.Seq[*projection.App]) string {
+	version := strconv.FormatUint(snap.Revision, 10)
+	if cb, ok := s.cache.get("tag|"+key, version); ok {
+		return cb.tag
+	}
+	var digest uint64
+	for a := range rows {
+		digest = projection.FoldDigest(digest, a)
+	}
+	tag := projection.ListTag(snap.Position, digest)
+	s.cache.add("tag|"+key, version, &cachedBody{tag: tag})
+	return tag
+}
