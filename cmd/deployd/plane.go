@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -27,7 +28,11 @@ type planeConfig struct {
 	Projection projection.Config
 	Watcher    *cluster.Watcher
 	Feed       *cluster.Feed
-	Auth       auth.Config
+	// History: a stream resuming from a position older than this process
+	// catches up from the API server's history (a real cluster; the
+	// demo's simulated one keeps none).
+	History bool
+	Auth    auth.Config
 	// Logs overrides where pod logs come from (the demo's simulated ones);
 	// nil reads them through the watcher.
 	Logs        handlers.LogReader
@@ -82,7 +87,11 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		rs = nil
 	}
 	p.releases = rs
-	p.hub = stream.NewHub(p.store, stream.Options{Logger: cfg.Log})
+	hopts := stream.Options{Logger: cfg.Log}
+	if cfg.History {
+		hopts.History = watcherHistory{w: cfg.Watcher, store: p.store}
+	}
+	p.hub = stream.NewHub(p.store, hopts)
 	p.auth = auth.New(ctx, cfg.Auth, cfg.Log)
 	p.metrics = metrics.New(metrics.Sources{
 		Snapshot:      p.store.Snapshot,
@@ -149,6 +158,7 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	}
 	go func() { defer wg.Done(); p.cfg.Watcher.Run(ctx) }()
 	go func() { defer wg.Done(); p.cfg.Feed.Run(ctx, p.store, p.publish, p.cfg.Log) }()
+	wg.Go(func() { p.markSynced(ctx) })
 
 	srv := &http.Server{
 		Handler:           p.handler(),
@@ -170,6 +180,11 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	var err error
 	select {
 	case <-signalled.Done():
+		// From now on every answer closes its connection (and idle ones
+		// close): a client's next request, its stream's reconnection
+		// included, opens a new one, which the Service sends to a replica
+		// that is not going away.
+		srv.SetKeepAlivesEnabled(false)
 		p.drain()
 	case err = <-served:
 	}
@@ -242,4 +257,47 @@ type watcherLogs struct{ w *cluster.Watcher }
 
 func (l watcherLogs) Logs(ctx context.Context, r handlers.LogRequest) (io.ReadCloser, error) {
 	return l.w.PodLogs(ctx, r.Namespace, r.Pod, r.Container, r.TailLines, r.LimitBytes, r.Follow, r.Timestamps)
+}
+
+// watcherHistory answers the stream hub's History from the API server: the
+// row objects as they were at a past resourceVersion, made rows as the
+// fold makes them.
+type watcherHistory struct {
+	w     *cluster.Watcher
+	store *projection.Store
+}
+
+func (h watcherHistory) RowsAt(ctx context.Context, pos uint64) (*stream.PastRows, error) {
+	objs, err := h.w.RootsAt(ctx, pos)
+	if errors.Is(err, cluster.ErrHistoryGone) {
+		return nil, fmt.Errorf("%w: %w", stream.ErrHistoryGone, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &stream.PastRows{}
+	for _, o := range objs {
+		row, ok, site := h.store.RootRow(o)
+		out.Sites = out.Sites || site
+		if ok {
+			out.Rows = append(out.Rows, row)
+		}
+	}
+	return out, nil
+}
+
+// markSynced tells the hub, once the watcher is ready (the fold holds what
+// the initial lists returned, and its deltas were published), the position
+// from which its ring holds every change.
+func (p *plane) markSynced(ctx context.Context) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !p.cfg.Watcher.Status().Ready() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	p.hub.Synced(p.cfg.Watcher.ListedAt())
 }

@@ -154,7 +154,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		eng = e
 	}
 	p := newPlane(ctx, planeConfig{
-		Log: log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
+		History: true,
+		Log:     log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
 		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, EngineWebhookSecret: engEnv.WebhookSecret,

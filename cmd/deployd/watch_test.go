@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,8 @@ type watchPlane struct {
 	hub   *stream.Hub
 	stop  context.CancelFunc
 	done  chan struct{}
+	// synced: the hub was told the initial lists are folded.
+	synced bool
 }
 
 func newWatchPlane(t *testing.T, baseRevision uint64) *watchPlane {
@@ -40,7 +43,7 @@ func newWatchPlane(t *testing.T, baseRevision uint64) *watchPlane {
 
 func (p *watchPlane) apply(t *testing.T, ns, name, tag string) {
 	t.Helper()
-	o := &projection.Object{Kind: projection.KindApp, Namespace: ns, Name: name, UID: ns + "-" + name, ResourceVersion: "1",
+	o := &projection.Object{Kind: projection.KindApp, Namespace: ns, Name: name, UID: ns + "-" + name, ResourceVersion: strconv.FormatUint(watchRV.Add(1), 10),
 		Generation: 1, Created: 1_760_000_000,
 		Spec: &projection.AppSpec{Repository: "ghcr.io/hanzoai/" + name, Tag: tag, Replicas: 1, HasStatus: true, Phase: "Running", ReadyReplicas: 1, ObservedGeneration: 1}}
 	deltas, err := p.store.Apply(projection.Change{Op: projection.Upsert, Object: o})
@@ -48,7 +51,17 @@ func (p *watchPlane) apply(t *testing.T, ns, name, tag string) {
 		t.Fatal(err)
 	}
 	p.hub.Publish(deltas)
+	if !p.synced {
+		// The first write stands for the initial lists: from here the
+		// ring holds every change, as a watcher's readiness tells it.
+		p.synced = true
+		p.hub.Synced(p.store.Snapshot().Position)
+	}
 }
+
+// watchRV is the tests' cluster: each write gets the next resourceVersion,
+// whichever plane (process) folds it.
+var watchRV atomic.Uint64
 
 func newWatchServer(t *testing.T, current *atomic.Pointer[watchPlane]) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
