@@ -41,7 +41,12 @@ func (s *Store) deriveSites(deltas []Delta, ns string) []Delta {
 			mws = append(mws, e.info)
 		}
 	}
-	for i, name := range s.siteNames(ns, mws) {
+	objs := make([]*Object, len(mws))
+	for i, mw := range mws {
+		objs[i] = mw.Obj
+	}
+	names := siteNames(objs, func(name string) bool { return s.objects[ObjectKey{KindApp, ns, name}] != nil })
+	for i, name := range names {
 		row := s.buildSite(mws[i], name, routes)
 		nu[row.Key()] = row
 	}
@@ -112,17 +117,18 @@ func (s *Store) buildSite(mw *NodeInfo, name string, routes []*NodeInfo) *App {
 	return a
 }
 
-// siteNames names the site row of each static Middleware of namespace ns
-// (mws, in any order; the names come back in that order). A site is named
-// after the last path segment of spec.staticFiles.root (s3://cdn/docs →
-// docs), else after its Middleware without a trailing "-static". The
-// Middleware's own name is kept instead when that name is not free: an App
-// of that name exists in the namespace (the two rows would collide),
-// another static Middleware would take the same name, or it is another
-// static Middleware's own name. The result depends only on the objects
-// held, never on the order they arrived in, and no two sites (nor a site
-// and an App whose name differs from its Middleware's) share a row.
-func (s *Store) siteNames(ns string, mws []*NodeInfo) []string {
+// siteNames names the site row of each static Middleware of one namespace
+// (mws, in any order; the names come back in that order); app reports
+// whether an App of a name exists in the namespace. A site is named after
+// the last path segment of spec.staticFiles.root (s3://cdn/docs → docs),
+// else after its Middleware without a trailing "-static". The Middleware's
+// own name is kept instead when that name is not free: an App of that name
+// exists in the namespace (the two rows would collide), another static
+// Middleware would take the same name, or it is another static
+// Middleware's own name. The result depends only on the objects, never on
+// the order they arrived in, and no two sites (nor a site and an App whose
+// name differs from its Middleware's) share a row.
+func siteNames(mws []*Object, app func(name string) bool) []string {
 	names := make([]string, len(mws))
 	if len(mws) == 0 {
 		return names
@@ -130,18 +136,18 @@ func (s *Store) siteNames(ns string, mws []*NodeInfo) []string {
 	own := make(map[string]struct{}, len(mws))
 	count := make(map[string]int, len(mws))
 	for i, mw := range mws {
-		names[i] = preferredSiteName(mw.Obj)
-		own[mw.Obj.Name] = struct{}{}
+		names[i] = preferredSiteName(mw)
+		own[mw.Name] = struct{}{}
 		count[names[i]]++
 	}
 	for i, mw := range mws {
 		n := names[i]
-		if n == mw.Obj.Name {
+		if n == mw.Name {
 			continue
 		}
 		_, isOwn := own[n]
-		if isOwn || count[n] > 1 || s.objects[ObjectKey{KindApp, ns, n}] != nil {
-			names[i] = mw.Obj.Name
+		if isOwn || count[n] > 1 || app(n) {
+			names[i] = mw.Name
 		}
 	}
 	return names

@@ -118,30 +118,51 @@ type PastRow struct {
 	ResourceVersion   uint64
 }
 
-// RootRow is the row an App or a CD Application object makes, as the fold
-// derives it (site rows join several objects and are not rebuilt here).
-// site reports a Middleware serving static files: the root of a site row.
-func (s *Store) RootRow(o *Object) (row PastRow, ok, site bool) {
-	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
-	row = PastRow{Key: AppKey{o.Namespace, o.Name}, Env: env, Org: o.Labels.Value(LabelOrg), ResourceVersion: ParseResourceVersion(o.ResourceVersion)}
-	switch o.Kind {
-	case KindApp:
-		row.Row, row.Project = RowApp, projectOf(o.Labels)
-		return row, true, false
-	case KindCDApplication:
-		row.Row = RowCD
-		if spec, _ := o.Spec.(*CDApplicationSpec); spec != nil {
-			row.Project = spec.Project
+// PastRows are the rows the row objects of a past moment made (Apps, CD
+// Applications, Middlewares — every object of those kinds the cluster held
+// then, as RootsAt lists them), as the fold derives them: an App or a CD
+// Application is a row of its own; a Middleware serving static files is a
+// site, named as the fold names it among that moment's Middlewares and
+// Apps. Objects of other kinds are ignored. Safe for concurrent use: it
+// reads only the store's configuration.
+func (s *Store) PastRows(objs []*Object) []PastRow {
+	var out []PastRow
+	apps := map[AppKey]bool{}
+	mws := map[string][]*Object{} // static Middlewares by namespace
+	for _, o := range objs {
+		env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
+		row := PastRow{Key: AppKey{o.Namespace, o.Name}, Env: env, Org: o.Labels.Value(LabelOrg), ResourceVersion: ParseResourceVersion(o.ResourceVersion)}
+		switch o.Kind {
+		case KindApp:
+			row.Row, row.Project = RowApp, projectOf(o.Labels)
+			apps[row.Key] = true
+		case KindCDApplication:
+			row.Row = RowCD
+			if spec, _ := o.Spec.(*CDApplicationSpec); spec != nil {
+				row.Project = spec.Project
+			}
+			if row.Project == "" {
+				row.Project = DefaultProject
+			}
+		case KindMiddleware:
+			if mw, _ := o.Spec.(*MiddlewareSpec); mw != nil && mw.StaticRoot != "" {
+				mws[o.Namespace] = append(mws[o.Namespace], o)
+			}
+			continue
+		default:
+			continue
 		}
-		if row.Project == "" {
-			row.Project = DefaultProject
-		}
-		return row, true, false
-	case KindMiddleware:
-		mw, _ := o.Spec.(*MiddlewareSpec)
-		return PastRow{}, false, mw != nil && mw.StaticRoot != ""
+		out = append(out, row)
 	}
-	return PastRow{}, false, false
+	for ns, set := range mws {
+		env, _, _ := s.cfg.Namespaces.Env(ns)
+		names := siteNames(set, func(name string) bool { return apps[AppKey{ns, name}] })
+		for i, o := range set {
+			out = append(out, PastRow{Row: RowSite, Key: AppKey{ns, names[i]}, Env: env, Org: o.Labels.Value(LabelOrg),
+				Project: projectOf(o.Labels), ResourceVersion: ParseResourceVersion(o.ResourceVersion)})
+		}
+	}
+	return out
 }
 
 // lostNode reports whether an object of tree old is not in tree nu.

@@ -1,7 +1,9 @@
 package projection
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +51,46 @@ func TestPositionAndChanged(t *testing.T) {
 	apply(Change{Op: Upsert, Object: app(25)})
 	if a = s.Snapshot().Get("hanzo", "web"); a.Removed != 20 || a.ResourceVersion != 25 {
 		t.Errorf("Removed %d, ResourceVersion %d; want 20 and 25", a.Removed, a.ResourceVersion)
+	}
+}
+
+// TestPastRows: the rows built from the row objects alone (as a list at a
+// past resourceVersion returns them) are the rows the fold made of them:
+// Apps, CD Applications and static sites, named as the fold names them
+// (a site whose preferred name an App takes keeps its Middleware's).
+func TestPastRows(t *testing.T) {
+	objs := append(loadObjects(t, "testdata/sites.yaml"), loadObjects(t, "testdata/fleet.yaml")...)
+	s := NewStore(DefaultConfig())
+	if _, err := s.Apply(upserts(objs)...); err != nil {
+		t.Fatal(err)
+	}
+	snap := s.Snapshot()
+	var want []PastRow
+	for a := range snap.Apps() {
+		want = append(want, PastRow{Row: a.Row, Key: a.Key(), Org: a.Org, Project: a.Project, Env: a.Env, ResourceVersion: a.ResourceVersion})
+	}
+	for _, a := range snap.CDApplications() {
+		want = append(want, PastRow{Row: a.Row, Key: a.Key(), Org: a.Org, Project: a.Project, Env: a.Env, ResourceVersion: a.ResourceVersion})
+	}
+	got := s.PastRows(objs)
+	byKey := func(a, b PastRow) int {
+		if c := strings.Compare(a.Key.Namespace, b.Key.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key.Name, b.Key.Name)
+	}
+	slices.SortFunc(want, byKey)
+	slices.SortFunc(got, byKey)
+	if !slices.Equal(got, want) {
+		t.Errorf("past rows differ from the fold's:\n got %+v\nwant %+v", got, want)
+	}
+	var sites int
+	for _, r := range got {
+		if r.Row == RowSite {
+			sites++
+		}
+	}
+	if sites < 3 {
+		t.Errorf("%d site rows, want the fixture's three or more", sites)
 	}
 }

@@ -53,19 +53,20 @@
 //  3. Otherwise — M is older than this replica (it started after M), or
 //     than its ring, or the wait ran out — the replica proves what
 //     changed since M from the API server's history (History): the row
-//     objects (Apps, CD Applications) as they were at exactly M, read
-//     from etcd. Rows the view sees now and did not see then are ADDED;
-//     rows seen both then and now whose tree holds an object newer than M
-//     are MODIFIED (their current version); rows seen then and not now
+//     objects (Apps, CD Applications, Middlewares, which name the static
+//     sites) as they were at exactly M, read from etcd, made rows as the
+//     fold makes them (projection.Store.PastRows). Rows the view sees now and did not see then are ADDED;
+//     rows seen both then and now whose tree holds an object newer than M,
+//     or lost one after M (projection.App.Removed), are MODIFIED (their
+//     current version); rows seen then and not now
 //     (deleted, or moved out of the caller's scope) are DELETED with what
 //     they were. The last event carries the snapshot's position; the
 //     stream goes on from the ring after it. One History answer serves
 //     every stream resuming from one position (a replica that has just
 //     started takes many at once), and the last few are kept.
-//  4. When that cannot be proven — no History (the demo), not synced yet,
-//     etcd compacted past M, or the view sees static sites (rebuilt from
-//     several kinds, which the history does not hold) — "event: reset",
-//     then the full burst.
+//  4. When that cannot be proven — no History (the demo), not synced
+//     within ResumeWait, etcd compacted past M, the API server failing —
+//     "event: reset", then the full burst.
 //
 // The ring's floor position is set when the replica has synced
 // (Hub.Synced): the newest resourceVersion its initial lists and watches
@@ -78,9 +79,10 @@
 // between them, so a change can be folded after a newer change of another
 // resource. A client given the newer position by one replica in that
 // window, and resumed by another that folded both, misses the older
-// change until its row changes again. History's MODIFIED also relies on
-// a row whose tree lost an object having another object newer than M
-// (the owner's status, as the controllers write it).
+// change until its row changes again. History's MODIFIED also relies,
+// for an object removed from a row's tree before this replica started, on
+// the row holding another object newer than M (the owner's status, as the
+// controllers write it when they remove a child).
 //
 // # Concurrency contract
 //

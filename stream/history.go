@@ -24,12 +24,10 @@ type History interface {
 // ErrHistoryGone: the cluster no longer holds the position asked for.
 var ErrHistoryGone = errors.New("the cluster no longer holds that resourceVersion")
 
-// PastRows are the rows of the kinds History can prove: operator Apps and
-// CD Applications, with what scope and filters read. Sites are rebuilt
-// from several kinds and cannot be; Sites says whether any existed.
+// PastRows are the application rows the cluster held at a past position,
+// with what scope and filters read (projection.Store.PastRows).
 type PastRows struct {
-	Rows  []projection.PastRow
-	Sites bool
+	Rows []projection.PastRow
 }
 
 // histories shares one History answer among the streams resuming from one
@@ -93,8 +91,7 @@ const historyTimeout = 30 * time.Second
 // then and not now are DELETED (carrying the row as it was); the last
 // carries the snapshot's position as its id; the stream goes on from the ring
 // after the snapshot's revision. false (nothing written): no history (none
-// configured, not synced, compacted, failed), or the view sees static
-// sites, which history cannot rebuild: the client is reset.
+// configured, not synced, compacted, failed): the client is reset.
 func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos uint64) (uint64, bool) {
 	h.mu.Lock()
 	synced := h.synced
@@ -103,15 +100,16 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 		return 0, false
 	}
 	past, err := h.hist.at(ctx, pos)
+	if errors.Is(err, ErrHistoryGone) {
+		h.log.Info("stream resume: the cluster no longer holds the client's position; resetting it", "position", pos)
+		return 0, false
+	}
 	if err != nil {
-		h.log.Info("stream resume: no history at the client's position; resetting it", "position", pos, "err", err)
+		h.log.Warn("stream resume: reading the cluster's history failed; resetting the client", "position", pos, "err", err)
 		return 0, false
 	}
 	snap := h.src.Snapshot()
 	rows := spec.rows(snap)
-	if past.Sites {
-		return 0, false
-	}
 	was := make(map[projection.AppKey]*projection.PastRow, len(past.Rows))
 	for i := range past.Rows {
 		p := &past.Rows[i]
@@ -121,9 +119,6 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 	}
 	var frames [][]byte
 	for _, a := range rows {
-		if a.Row == projection.RowSite {
-			return 0, false
-		}
 		p, ok := was[a.Key()]
 		delete(was, a.Key())
 		switch {

@@ -27,29 +27,19 @@ type pastCluster struct {
 }
 
 func (p *pastCluster) record(store *projection.Store, snap *projection.Snapshot) {
-	past := &stream.PastRows{}
-	add := func(a *projection.App) {
-		if a.Row == projection.RowSite {
-			past.Sites = true
-			return
-		}
-		row, ok, _ := store.RootRow(a.Tree[0].Obj)
-		if ok {
-			past.Rows = append(past.Rows, row)
-		}
-	}
+	var roots []*projection.Object
 	for a := range snap.Apps() {
-		add(a)
+		roots = append(roots, a.Tree[0].Obj)
 	}
 	for _, a := range snap.CDApplications() {
-		add(a)
+		roots = append(roots, a.Tree[0].Obj)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.at == nil {
 		p.at = map[uint64]*stream.PastRows{}
 	}
-	p.at[snap.Position] = past
+	p.at[snap.Position] = &stream.PastRows{Rows: store.PastRows(roots)}
 }
 
 func (p *pastCluster) RowsAt(_ context.Context, pos uint64) (*stream.PastRows, error) {
@@ -216,32 +206,53 @@ func TestResumeWaitsForNewerPosition(t *testing.T) {
 }
 
 // TestResumeBeforeSynced: until the hub is told the initial lists are
-// folded, it cannot tell what changed since any position: a resume is a
-// reset. After Synced the same position resumes.
+// folded, it cannot tell what changed since any position: a resume waits
+// for it (ResumeWait), then resets. After Synced the same position
+// resumes, and one that comes while the hub is syncing waits for it.
 func TestResumeBeforeSynced(t *testing.T) {
-	store := projection.NewStore(projection.DefaultConfig())
 	f := newFleet(8, 2)
+	e := unsyncedEnv(t, f, 100*time.Millisecond)
+	pos := e.store.Snapshot().Position
+	c := newClient("all", map[projection.AppKey]string{})
+	readUntilID(t, e, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(pos, 10)}}, c, pos)
+	if c.resets != 1 {
+		t.Errorf("never synced: %d resets, want 1", c.resets)
+	}
+	e.hub.Synced(pos)
+	e.apply(f.nextAppChange())
+	c = newClient("all", visibleState(e.store.Snapshot(), "all"))
+	c.lenient = true
+	readUntilID(t, e, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(pos, 10)}}, c, e.store.Snapshot().Position)
+	if c.resets != 0 || len(c.events) != 1 {
+		t.Errorf("after Synced: %d resets and %d events; want none and 1", c.resets, len(c.events))
+	}
+
+	// A replica just ready, its hub not yet told: the resume waits.
+	e = unsyncedEnv(t, newFleet(9, 2), 5*time.Second)
+	pos = e.store.Snapshot().Position
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		e.hub.Synced(pos)
+		e.apply(e.fleet.nextAppChange())
+	}()
+	c = newClient("all", visibleState(e.store.Snapshot(), "all"))
+	c.lenient = true
+	readUntilID(t, e, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(pos, 10)}}, c, pos+1)
+	if c.resets != 0 || len(c.events) != 1 {
+		t.Errorf("synced during the wait: %d resets and %d events; want none and 1", c.resets, len(c.events))
+	}
+}
+
+// unsyncedEnv is newEnv without the Synced call.
+func unsyncedEnv(t *testing.T, f *fleet, wait time.Duration) *env {
+	store := projection.NewStore(projection.DefaultConfig())
 	if _, err := store.Apply(f.initial()...); err != nil {
 		t.Fatal(err)
 	}
-	hub := stream.NewHub(store, stream.Options{})
+	hub := stream.NewHub(store, stream.Options{ResumeWait: wait})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { defer close(ran); hub.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-ran })
-	e := &env{t: t, store: store, hub: hub, fleet: f, srv: newHubServer(t, hub)}
-	pos := store.Snapshot().Position
-	c := newClient("all", map[projection.AppKey]string{})
-	readUntilID(t, e, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(pos, 10)}}, c, pos)
-	if c.resets != 1 {
-		t.Errorf("before Synced: %d resets, want 1", c.resets)
-	}
-	hub.Synced(pos)
-	e.apply(f.nextAppChange())
-	c = newClient("all", visibleState(store.Snapshot(), "all"))
-	c.lenient = true
-	readUntilID(t, e, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(pos, 10)}}, c, store.Snapshot().Position)
-	if c.resets != 0 || len(c.events) != 1 {
-		t.Errorf("after Synced: %d resets and %d events; want none and 1", c.resets, len(c.events))
-	}
+	return &env{t: t, store: store, hub: hub, fleet: f, srv: newHubServer(t, hub)}
 }

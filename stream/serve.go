@@ -127,24 +127,29 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 	}
 }
 
-// resumable waits (up to ResumeWait) until this replica has folded
-// position pos, and returns the revision after which the ring holds the
-// changes since pos. false: the ring does not cover pos (it is older than
-// the ring, or this replica has not synced or not reached it in time).
+// resumable waits (up to ResumeWait) until this replica has synced (its
+// initial lists are folded) and folded position pos, and returns the
+// revision after which the ring holds the changes since pos. false: the
+// ring does not cover pos (it is older than the ring, or this replica has
+// not synced or not reached it in time).
 func (h *Hub) resumable(ctx context.Context, pos uint64) (uint64, bool) {
-	if h.src.Snapshot().Position < pos {
-		// Wall time, not the injected clock: this waits for the fold,
-		// which no test clock drives.
-		deadline := time.Now().Add(h.opts.ResumeWait)
-		for h.src.Snapshot().Position < pos {
-			if !time.Now().Before(deadline) || !sleepCtx(ctx, resumePoll) {
-				return 0, false
-			}
+	// Wall time, not the injected clock: this waits for the fold, which no
+	// test clock drives.
+	deadline := time.Now().Add(h.opts.ResumeWait)
+	for {
+		h.mu.Lock()
+		synced := h.synced
+		h.mu.Unlock()
+		if synced && h.src.Snapshot().Position >= pos {
+			break
+		}
+		if !time.Now().Before(deadline) || !sleepCtx(ctx, resumePoll) {
+			return 0, false
 		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.synced || h.ring.floorPos == noPos || pos < h.ring.floorPos {
+	if h.ring.floorPos == noPos || pos < h.ring.floorPos {
 		return 0, false
 	}
 	return h.ring.locate(pos), true

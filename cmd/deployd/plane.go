@@ -275,15 +275,7 @@ func (h watcherHistory) RowsAt(ctx context.Context, pos uint64) (*stream.PastRow
 	if err != nil {
 		return nil, err
 	}
-	out := &stream.PastRows{}
-	for _, o := range objs {
-		row, ok, site := h.store.RootRow(o)
-		out.Sites = out.Sites || site
-		if ok {
-			out.Rows = append(out.Rows, row)
-		}
-	}
-	return out, nil
+	return &stream.PastRows{Rows: h.store.PastRows(objs)}, nil
 }
 
 // markSynced tells the hub, once the watcher is ready (the fold holds what

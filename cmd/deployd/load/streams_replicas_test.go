@@ -949,7 +949,7 @@ func TestStreamResumeOnColdReplica(t *testing.T) {
 	e.patchApp(moved, `{"metadata":{"labels":{"hanzo.ai/org":"globex"}}}`)
 	now = e.settled(30 * time.Second)
 
-	cold := e.replica()
+	cold := e.replica("LOG_LEVEL=debug")
 	for i, c := range cs {
 		c.url = cold.Base + streamsPath
 		resets := c.resets
@@ -961,7 +961,7 @@ func TestStreamResumeOnColdReplica(t *testing.T) {
 		t.Logf("org %q: resumed from %d on the cold replica: status %d, reset %v, %d events, position now %d; view vs LIST: %d missing, %d other, %d extra rows",
 			c.org, ms[i], cn.Status, cn.Reset, cn.Events, c.lastID, m, w, x)
 		if c.resets != resets || cn.Reset {
-			t.Errorf("org %q: the cold replica answered Last-Event-ID %d with a reset; it must catch the client up from the API server's history", c.org, ms[i])
+			t.Errorf("org %q: the cold replica answered Last-Event-ID %d with a reset; it must catch the client up from the API server's history; its log ends:\n%s", c.org, ms[i], tail(cold.log.String(), 20))
 		}
 		if !ok {
 			t.Errorf("org %q: the view did not reach the API server's LIST from the cold replica", c.org)
