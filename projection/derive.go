@@ -84,10 +84,15 @@ func (s *Store) deriveApp(r *appRow) *App {
 		}
 	}
 	if old != nil {
+		lost := false
 		for _, n := range old.Tree {
 			if n.e.mark != s.gen {
 				n.e.rows.remove(r)
+				lost = true
 			}
+		}
+		if lost && nu != nil {
+			nu.Removed = s.pos // an object left the tree
 		}
 	}
 	return nu

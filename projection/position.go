@@ -1,7 +1,6 @@
 package projection
 
 import (
-	"slices"
 	"strconv"
 )
 
@@ -165,26 +164,35 @@ func (s *Store) PastRows(objs []*Object) []PastRow {
 	return out
 }
 
-// lostNode reports whether an object of tree old is not in tree nu.
+// lostNode reports whether an object of tree old is not in tree nu. The
+// versions of a tree keep their order, so the search for each node starts
+// after the last one found: linear when the order held, and it allocates
+// nothing (the fold calls it for every tree that changed).
 func lostNode(old, nu []*NodeInfo) bool {
-	if len(old) <= 4 && len(nu) <= 4 {
-		for _, o := range old {
-			if !slices.ContainsFunc(nu, func(n *NodeInfo) bool { return nodeKey(n) == nodeKey(o) }) {
-				return true
+	j := 0
+	for _, o := range old {
+		found := false
+		for k := range nu {
+			i := (j + k) % len(nu)
+			if sameNode(o, nu[i]) {
+				found, j = true, i+1
+				break
 			}
 		}
-		return false
-	}
-	in := make(map[ObjectKey]struct{}, len(nu))
-	for _, n := range nu {
-		in[nodeKey(n)] = struct{}{}
-	}
-	for _, o := range old {
-		if _, ok := in[nodeKey(o)]; !ok {
+		if !found {
 			return true
 		}
 	}
 	return false
+}
+
+// sameNode reports whether two nodes are versions of one object: the
+// writer's record of it, else (a node built without one) its key.
+func sameNode(a, b *NodeInfo) bool {
+	if a.e != nil || b.e != nil {
+		return a.e == b.e
+	}
+	return nodeKey(a) == nodeKey(b)
 }
 
 func nodeKey(n *NodeInfo) ObjectKey { return ObjectKey{n.Obj.Kind, n.Obj.Namespace, n.Obj.Name} }

@@ -680,12 +680,21 @@ func (s *Store) appendDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App)
 // metadata.resourceVersion) whatever else did.
 func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu *App, appChanged, treeChanged bool) []Delta {
 	if nu != nil {
-		nu.stampVersion()
+		if old != nil && len(old.Tree) > 0 && len(nu.Tree) > 0 && old.Tree[0] == nu.Tree[0] {
+			nu.ResourceVersion = old.ResourceVersion // the same root node
+		} else {
+			nu.stampVersion()
+		}
 		if old != nil && old.ResourceVersion != nu.ResourceVersion {
 			appChanged = true
 		}
-		if old != nil && treeChanged && lostNode(old.Tree, nu.Tree) {
-			nu.Removed = s.pos
+		if old != nil {
+			// An App row's losses are seen as it is derived (deriveApp);
+			// the other rows are rebuilt whole, and few.
+			nu.Removed = max(nu.Removed, old.Removed)
+			if row != RowApp && treeChanged && lostNode(old.Tree, nu.Tree) {
+				nu.Removed = s.pos
+			}
 		}
 	}
 	switch {
