@@ -74,13 +74,25 @@ type ApplicationSummary struct {
 	ExternalURLs []string `json:"externalURLs,omitempty"`
 }
 
-// RevisionHistory is one status.history entry.
+// RevisionHistory is one status.history entry. Argo CD always sends
+// initiatedBy, and its UI reads it on every entry.
 type RevisionHistory struct {
-	ID              int64             `json:"id"`
-	Revision        string            `json:"revision"`
-	DeployedAt      string            `json:"deployedAt,omitempty"`
-	DeployStartedAt string            `json:"deployStartedAt,omitempty"`
-	Source          ApplicationSource `json:"source"`
+	ID              int64              `json:"id"`
+	Revision        string             `json:"revision"`
+	DeployedAt      string             `json:"deployedAt,omitempty"`
+	DeployStartedAt string             `json:"deployStartedAt,omitempty"`
+	Source          ApplicationSource  `json:"source"`
+	InitiatedBy     OperationInitiator `json:"initiatedBy"`
+}
+
+// historyInitiator is who started the i-th release: the user whose sync
+// asked for it, when the sync in hand is that release's, else the
+// controllers (automated).
+func (a *App) historyInitiator(i int) OperationInitiator {
+	if op := a.Operation; op != nil && i == len(a.History)-1 && op.InitiatedBy != "" && op.Revision == a.History[i].Revision {
+		return OperationInitiator{Username: op.InitiatedBy}
+	}
+	return OperationInitiator{Automated: true}
 }
 
 // ResourceStatus is one status.resources entry.
@@ -204,11 +216,11 @@ func (a *App) Application() Application {
 		app.Metadata.ResourceVersion = strconv.FormatUint(a.ResourceVersion, 10)
 	}
 	app.Status.History = make([]RevisionHistory, 0, len(a.History))
-	for _, h := range a.History {
+	for i, h := range a.History {
 		app.Status.History = append(app.Status.History, RevisionHistory{
 			ID: h.ID, Revision: h.Revision,
 			DeployedAt: Timestamp(h.DeployedAt), DeployStartedAt: Timestamp(h.DeployStartedAt),
-			Source: app.Spec.Source,
+			Source: app.Spec.Source, InitiatedBy: a.historyInitiator(i),
 		})
 	}
 	res := a.resourceNodes()
