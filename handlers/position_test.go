@@ -81,7 +81,11 @@ func TestNamedPositionWaits(t *testing.T) {
 	env := newServerEnv(t)
 	root := env.token(t, userRoot, time.Hour)
 	pos := env.store.Snapshot().Position
+	// One writer at a time, as the store requires: the second write
+	// waits for the first.
+	firstDone := make(chan struct{})
 	go func() {
+		defer close(firstDone)
 		time.Sleep(200 * time.Millisecond)
 		_, _ = env.store.Apply(projection.Change{Op: projection.Upsert, Object: appVersion(t, "late", "v1.0.0", pos+10)})
 	}()
@@ -103,10 +107,14 @@ func TestNamedPositionWaits(t *testing.T) {
 	// If-None-Match from a replica ahead: the answer waits for its
 	// position, so it is never older than what the client holds.
 	etag := `"` + strconv.FormatUint(pos+20, 10) + `-abc"`
+	<-firstDone
+	secondDone := make(chan struct{})
 	go func() {
+		defer close(secondDone)
 		time.Sleep(200 * time.Millisecond)
 		_, _ = env.store.Apply(projection.Change{Op: projection.Upsert, Object: appVersion(t, "later", "v1.0.0", pos+20)})
 	}()
+	defer func() { <-secondDone }()
 	r = env.get(t, "/api/v1/applications?fields=metadata.resourceVersion", root, "If-None-Match", etag)
 	if r.code != http.StatusOK || !strings.Contains(r.body, `"`+strconv.FormatUint(pos+20, 10)+`"`) {
 		t.Errorf("If-None-Match naming a newer position: %d %s", r.code, r.body)
