@@ -17,6 +17,10 @@ import (
 // milliseconds apart.
 const positionWait = 3 * time.Second
 
+// statusClientClosed is logged for a request whose client went away
+// before it could be answered (nginx's 499).
+const statusClientClosed = 499
+
 // positionPoll is how often such a request looks again.
 const positionPoll = 10 * time.Millisecond
 
@@ -41,7 +45,9 @@ func (s *Server) snapshotAt(c echo.Context, min uint64) (*projection.Snapshot, e
 	for snap.Position < want && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			// Answered to no one: the access log says the client left,
+			// not that the server failed.
+			return nil, errorf(statusClientClosed, "the client closed the request while it waited for a resourceVersion")
 		case <-t.C:
 		}
 		snap = s.d.Snapshots.Snapshot()

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -134,5 +135,39 @@ func TestTaggedPosition(t *testing.T) {
 		if got := taggedPosition(h); got != want {
 			t.Errorf("taggedPosition(%q) = %d, want %d", h, got, want)
 		}
+	}
+}
+
+// TestNamedPositionClientGone: a client that goes away while its request
+// waits for a position ends the wait; the access log records 499 (the
+// client closed the request), not a server error.
+func TestNamedPositionClientGone(t *testing.T) {
+	env := newServerEnv(t)
+	root := env.token(t, userRoot, time.Hour)
+	pos := env.store.Snapshot().Position
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.URL+"/api/v1/applications?resourceVersion="+strconv.FormatUint(pos+1000, 10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+root)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("answered %s before the client went away", resp.Status)
+	}
+	var line string
+	for deadline := time.Now().Add(5 * time.Second); line == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for l := range strings.Lines(env.logs.String()) {
+			if strings.Contains(l, "msg=request") && strings.Contains(l, "path=/api/v1/applications ") {
+				line = l
+			}
+		}
+	}
+	if line == "" {
+		t.Fatalf("no access-log line for the request:\n%s", env.logs.String())
+	}
+	if !strings.Contains(line, "status=499") {
+		t.Errorf("a client gone while waiting is logged as: %s; want status=499", line)
 	}
 }
