@@ -125,13 +125,31 @@ func decodeBuiltin(k projection.Kind, obj metav1.Object) (o *projection.Object, 
 	case *corev1.Pod:
 		o.Spec, ok = pod(t), k == projection.KindPod
 	case *corev1.Service:
-		o.Spec = &projection.ServiceSpec{Type: string(t.Spec.Type), Ingresses: len(t.Status.LoadBalancer.Ingress)}
+		var lb []string
+		for _, e := range t.Status.LoadBalancer.Ingress {
+			lb = projection.AppendAddress(lb, e.Hostname, e.IP)
+		}
+		o.Spec = &projection.ServiceSpec{Type: string(t.Spec.Type), Selector: projection.MakeLabels(t.Spec.Selector), LoadBalancer: lb}
 		ok = k == projection.KindService
 	case *networkingv1.Ingress:
-		in := &projection.IngressSpec{Ingresses: len(t.Status.LoadBalancer.Ingress), TLS: len(t.Spec.TLS) > 0}
+		in := &projection.IngressSpec{TLS: len(t.Spec.TLS) > 0}
+		for _, e := range t.Status.LoadBalancer.Ingress {
+			in.LoadBalancer = projection.AppendAddress(in.LoadBalancer, e.Hostname, e.IP)
+		}
+		backend := func(b *networkingv1.IngressBackend) {
+			if b != nil && b.Service != nil {
+				in.Services = projection.AppendService(in.Services, b.Service.Name)
+			}
+		}
+		backend(t.Spec.DefaultBackend)
 		for _, r := range t.Spec.Rules {
 			if r.Host != "" {
 				in.Hosts = append(in.Hosts, r.Host)
+			}
+			if r.HTTP != nil {
+				for i := range r.HTTP.Paths {
+					backend(&r.HTTP.Paths[i].Backend)
+				}
 			}
 		}
 		o.Spec, ok = in, k == projection.KindIngress

@@ -97,6 +97,8 @@ type help struct {
 }
 
 // settings answers Argo CD's AuthSettings: the public URL, no secrets.
+// It is public, as Argo CD's is: the login page reads it (the identity
+// provider's name and issuer) before anyone signs in.
 func (s *Server) settings(c echo.Context) error {
 	if err := checkParams(c.QueryParams()); err != nil {
 		return err
@@ -125,8 +127,13 @@ type versionMessage struct {
 	Platform  string `json:"Platform"`
 }
 
+// version answers Argo CD's VersionMessage; to a caller not signed in,
+// only the version, as Argo CD does.
 func (s *Server) version(c echo.Context) error {
 	v := s.d.Version
+	if auth.PrincipalFrom(c.Request().Context()) == nil {
+		return c.JSON(http.StatusOK, versionMessage{Version: v.Version})
+	}
 	return c.JSON(http.StatusOK, versionMessage{
 		Version: v.Version, BuildDate: v.BuildDate, GitCommit: v.GitCommit,
 		GoVersion: runtime.Version(), Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH,
@@ -395,3 +402,11 @@ func (s *Server) gitops(c echo.Context) error {
 }
 
 func uintString(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// extensionsScript is Argo CD's /extensions.js, which its UI's index loads
+// in a script tag: the UI extensions of the installation, none here. A
+// static file server in front passes it on, so the script is JavaScript
+// and not the UI's index.
+func extensionsScript(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/javascript; charset=utf-8", nil)
+}

@@ -34,8 +34,10 @@ func (s *Server) argoTable() []route {
 		return route{method: http.MethodPost, path: path, h: h, mw: w, write: true}
 	}
 	t := []route{
-		get("/settings", s.settings, validated),
-		get("/version", s.version, validated),
+		// Public, as Argo CD's are: the login page reads them before
+		// anyone signs in. They hold nothing about the fleet.
+		get("/settings", s.settings, nil),
+		get("/version", s.version, nil),
 		get("/account/can-i/:resource/:action/*", s.canI, validated),
 		get("/account/can-i/:resource/:action", s.canI, validated),
 
@@ -78,7 +80,8 @@ func (s *Server) streamTable() []route {
 // path.
 func (s *Server) mountArgo() {
 	s.mount(s.argoTable())
-	s.e.GET("/api/version", s.version, s.requirePrincipal)
+	s.e.GET("/api/version", s.version)
+	s.e.GET("/extensions.js", extensionsScript)
 }
 
 // streamRoutes mounts the SSE streams of the fleet and of one tree.

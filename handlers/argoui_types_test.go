@@ -186,7 +186,20 @@ type uiResourceNode struct {
 	CreatedAt       string          `json:"createdAt,omitempty"`
 	// health is on Argo CD's ResourceNode API type (the UI reads it; its
 	// Pod model declares it).
-	Health *uiHealthStatus `json:"health,omitempty"`
+	Health         *uiHealthStatus           `json:"health,omitempty"`
+	NetworkingInfo *uiResourceNetworkingInfo `json:"networkingInfo,omitempty"`
+}
+
+// models.ts ResourceNetworkingInfo.
+type uiResourceNetworkingInfo struct {
+	TargetLabels map[string]string `json:"targetLabels,omitempty"`
+	TargetRefs   []uiResourceRef   `json:"targetRefs,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Ingress      []struct {
+		Hostname string `json:"hostname,omitempty"`
+		IP       string `json:"ip,omitempty"`
+	} `json:"ingress,omitempty"`
+	ExternalURLs []string `json:"externalURLs,omitempty"`
 }
 
 type uiInfoItem struct {

@@ -125,7 +125,9 @@ func (s *Session) bearerPrincipal(ctx context.Context, header string) (*auth.Pri
 func isSessionRoute(path string) bool {
 	switch path {
 	case auth.LoginPath, auth.CallbackPath, logoutPath, userinfoPath, "/v1/deploy/health", "/v1/paas/health",
-		argoLoginPath, argoCallbackPath, argoLogoutPath, argoSessionPath, argoUserinfoPath:
+		argoLoginPath, argoCallbackPath, argoLogoutPath, argoSessionPath, argoUserinfoPath,
+		// Argo CD's public settings and version, which its login page reads.
+		"/v1/deploy/settings", "/api/v1/settings", "/v1/deploy/version", "/api/v1/version", "/api/version":
 		return true
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"iter"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -165,6 +166,24 @@ type ResourceNode struct {
 	Health          *Health       `json:"health,omitempty"`
 	CreatedAt       string        `json:"createdAt,omitempty"`
 	ResourceVersion string        `json:"resourceVersion,omitempty"`
+	// NetworkingInfo is how traffic reaches the node (Services, Ingresses)
+	// and what it matches (Pods): the stock UI's network view draws it.
+	NetworkingInfo *NetworkingInfo `json:"networkingInfo,omitempty"`
+}
+
+// NetworkingInfo is Argo CD's ResourceNetworkingInfo.
+type NetworkingInfo struct {
+	TargetLabels map[string]string     `json:"targetLabels,omitempty"` // a Service's selector
+	TargetRefs   []ResourceRef         `json:"targetRefs,omitempty"`   // an Ingress's backend Services
+	Labels       map[string]string     `json:"labels,omitempty"`       // a Pod's labels
+	Ingress      []LoadBalancerIngress `json:"ingress,omitempty"`
+	ExternalURLs []string              `json:"externalURLs,omitempty"`
+}
+
+// LoadBalancerIngress is one status.loadBalancer.ingress entry.
+type LoadBalancerIngress struct {
+	IP       string `json:"ip,omitempty"`
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // InfoItem is one name/value of a node's info.
@@ -344,7 +363,46 @@ func resourceNode(n, parent *NodeInfo) ResourceNode {
 		h := n.Health
 		rn.Health = &h
 	}
+	rn.NetworkingInfo = networkingInfo(o)
 	return rn
+}
+
+// networkingInfo is what Argo CD tells of a Pod, a Service or an Ingress
+// for its network view; nil for every other kind.
+func networkingInfo(o *Object) *NetworkingInfo {
+	switch sp := o.Spec.(type) {
+	case *PodSpec:
+		return &NetworkingInfo{Labels: o.Labels.Map()}
+	case *ServiceSpec:
+		return &NetworkingInfo{TargetLabels: sp.Selector.Map(), Ingress: lbIngress(sp.LoadBalancer)}
+	case *IngressSpec:
+		ni := &NetworkingInfo{Ingress: lbIngress(sp.LoadBalancer)}
+		svc := KindService.Info()
+		for _, name := range sp.Services {
+			ni.TargetRefs = append(ni.TargetRefs, ResourceRef{Version: svc.Version, Kind: svc.Name, Namespace: o.Namespace, Name: name})
+		}
+		scheme := "http://"
+		if sp.TLS {
+			scheme = "https://"
+		}
+		for _, h := range sp.Hosts {
+			ni.ExternalURLs = append(ni.ExternalURLs, scheme+h)
+		}
+		return ni
+	}
+	return nil
+}
+
+func lbIngress(addrs []string) []LoadBalancerIngress {
+	var out []LoadBalancerIngress
+	for _, a := range addrs {
+		if net.ParseIP(a) != nil {
+			out = append(out, LoadBalancerIngress{IP: a})
+		} else {
+			out = append(out, LoadBalancerIngress{Hostname: a})
+		}
+	}
+	return out
 }
 
 func refOf(o *Object) ResourceRef {

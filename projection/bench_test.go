@@ -57,7 +57,7 @@ func benchApp(ns, org, name string, version int) []*Object {
 				ObservedGeneration: 3, StatusReplicas: 3, UpdatedReplicas: 3, ReadyReplicas: int32(2 + version%2), AvailableReplicas: 3}},
 		{Kind: KindService, Namespace: ns, Name: name, UID: uid("svc", name), ResourceVersion: "1", Created: created, Labels: labels, Owners: owner, Spec: &ServiceSpec{Type: "ClusterIP"}},
 		{Kind: KindConfigMap, Namespace: ns, Name: name + "-replicate-config", UID: uid("cm", name), ResourceVersion: "1", Created: created, Labels: labels, Owners: owner},
-		{Kind: KindIngress, Namespace: ns, Name: name, UID: uid("ing", name), ResourceVersion: "1", Created: created, Labels: labels, Owners: owner, Spec: &IngressSpec{Hosts: []string{name + ".hanzo.ai"}, Ingresses: 1}},
+		{Kind: KindIngress, Namespace: ns, Name: name, UID: uid("ing", name), ResourceVersion: "1", Created: created, Labels: labels, Owners: owner, Spec: &IngressSpec{Hosts: []string{name + ".hanzo.ai"}, LoadBalancer: []string{"10.0.0.1"}}},
 		{Kind: KindHPA, Namespace: ns, Name: name, UID: uid("hpa", name), ResourceVersion: "1", Created: created, Labels: labels, Owners: owner, Spec: &HPASpec{Conditions: []Condition{{Type: "AbleToScale", Status: "True"}}}},
 		{Kind: KindPDB, Namespace: ns, Name: name, UID: uid("pdb", name), ResourceVersion: "1", Created: created, Labels: labels, Owners: owner},
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -73,7 +74,7 @@ func DecodeKind(k Kind, obj map[string]any) (*Object, error) {
 	case KindPod:
 		o.Spec = decodePod(spec, status)
 	case KindService:
-		o.Spec = &ServiceSpec{Type: s(spec, "type"), Ingresses: len(sl(m(status, "loadBalancer"), "ingress"))}
+		o.Spec = &ServiceSpec{Type: s(spec, "type"), Selector: stringMapLabels(m(spec, "selector")), LoadBalancer: loadBalancer(status)}
 	case KindIngress:
 		o.Spec = decodeIngress(spec, status)
 	case KindHPA:
@@ -289,17 +290,50 @@ func decodeTerminated(t map[string]any) *Terminated {
 }
 
 func decodeIngress(spec, status map[string]any) *IngressSpec {
-	in := &IngressSpec{
-		Ingresses: len(sl(m(status, "loadBalancer"), "ingress")),
-		TLS:       len(sl(spec, "tls")) > 0,
-	}
+	in := &IngressSpec{LoadBalancer: loadBalancer(status), TLS: len(sl(spec, "tls")) > 0}
+	backend := func(b map[string]any) { in.Services = AppendService(in.Services, s(m(b, "service"), "name")) }
+	backend(m(spec, "defaultBackend"))
 	for _, x := range sl(spec, "rules") {
 		r, _ := x.(map[string]any)
 		if h := s(r, "host"); h != "" {
 			in.Hosts = append(in.Hosts, h)
 		}
+		for _, p := range sl(m(r, "http"), "paths") {
+			pm, _ := p.(map[string]any)
+			backend(m(pm, "backend"))
+		}
 	}
 	return in
+}
+
+// loadBalancer is status.loadBalancer.ingress: each entry's hostname, else
+// its IP.
+func loadBalancer(status map[string]any) []string {
+	var out []string
+	for _, x := range sl(m(status, "loadBalancer"), "ingress") {
+		e, _ := x.(map[string]any)
+		out = AppendAddress(out, s(e, "hostname"), s(e, "ip"))
+	}
+	return out
+}
+
+// AppendAddress adds a load balancer's address: its hostname, else its IP.
+func AppendAddress(out []string, hostname, ip string) []string {
+	switch {
+	case hostname != "":
+		return append(out, Intern(hostname))
+	case ip != "":
+		return append(out, Intern(ip))
+	}
+	return out
+}
+
+// AppendService adds a backend Service's name to names once ("" is none).
+func AppendService(names []string, name string) []string {
+	if name == "" || slices.Contains(names, name) {
+		return names
+	}
+	return append(names, Intern(name))
 }
 
 func decodeIngressRoute(spec map[string]any) *IngressRouteSpec {

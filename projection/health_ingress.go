@@ -9,7 +9,7 @@ func IngressHealth(o *Object) Health {
 	if !ok || in == nil {
 		return Health{Status: HealthUnknown, Message: fmt.Sprintf("cannot assess Ingress health: summary is %T", o.Spec)}
 	}
-	if in.Ingresses > 0 {
+	if len(in.LoadBalancer) > 0 {
 		return Health{Status: HealthHealthy}
 	}
 	return Health{Status: HealthProgressing}

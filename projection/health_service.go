@@ -10,7 +10,7 @@ func ServiceHealth(o *Object) Health {
 	if !ok || s == nil {
 		return Health{Status: HealthUnknown, Message: fmt.Sprintf("cannot assess Service health: summary is %T", o.Spec)}
 	}
-	if s.Type == "LoadBalancer" && s.Ingresses == 0 {
+	if s.Type == "LoadBalancer" && len(s.LoadBalancer) == 0 {
 		return Health{Status: HealthProgressing}
 	}
 	return Health{Status: HealthHealthy}

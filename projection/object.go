@@ -192,15 +192,19 @@ type Terminated struct {
 
 // ServiceSpec summarizes a Service.
 type ServiceSpec struct {
-	Type      string
-	Ingresses int // status.loadBalancer.ingress entries
+	Type     string
+	Selector Labels // spec.selector: the pods it sends traffic to
+	// LoadBalancer is status.loadBalancer.ingress: each entry's hostname,
+	// else its IP.
+	LoadBalancer []string
 }
 
 // IngressSpec summarizes an Ingress.
 type IngressSpec struct {
-	Hosts     []string
-	TLS       bool
-	Ingresses int // status.loadBalancer.ingress entries
+	Hosts        []string
+	TLS          bool
+	Services     []string // the backend Services its rules and default backend name, once each
+	LoadBalancer []string // as ServiceSpec's
 }
 
 // HPASpec summarizes a HorizontalPodAutoscaler.

@@ -143,7 +143,10 @@ func (id identity) build(variant int) *Object {
 		o.Owners = []OwnerRef{{Kind: "App", Name: id.app, UID: uidOf(KindApp, id.namespace, id.app, 0)}}
 	case KindIngress:
 		o.Owners = []OwnerRef{{Kind: "App", Name: id.app, UID: uidOf(KindApp, id.namespace, id.app, 0)}}
-		o.Spec = &IngressSpec{Hosts: []string{id.app + ".example.com"}, Ingresses: v % 2}
+		o.Spec = &IngressSpec{Hosts: []string{id.app + ".example.com"}}
+		if v%2 == 1 {
+			o.Spec.(*IngressSpec).LoadBalancer = []string{"10.0.0.1"}
+		}
 	case KindMiddleware:
 		if org != "" {
 			o.Labels = Labels{{LabelOrg, org}}
