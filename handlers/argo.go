@@ -1,7 +1,10 @@
 package handlers
 
 import (
+	"encoding/json"
+	"io"
 	"net/http"
+	"net/url"
 	"runtime"
 	"sort"
 	"strconv"
@@ -409,4 +412,42 @@ func uintString(v uint64) string { return strconv.FormatUint(v, 10) }
 // and not the UI's index.
 func extensionsScript(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/javascript; charset=utf-8", nil)
+}
+
+// appDetailsRequest is Argo CD's RepoAppDetailsQuery as its UI sends it.
+type appDetailsRequest struct {
+	Source *struct {
+		RepoURL string `json:"repoURL"`
+		Path    string `json:"path"`
+	} `json:"source"`
+	AppName     string `json:"appName"`
+	AppProject  string `json:"appProject"`
+	SourceIndex *int   `json:"sourceIndex"`
+	VersionID   *int   `json:"versionId"`
+}
+
+// repoAppDetails answers Argo CD's POST /repositories/{repo}/appdetails,
+// which its PARAMETERS tab reads: the source of an App this caller sees is
+// a directory of manifests (the operator renders them; there are no Helm
+// or Kustomize parameters to edit).
+func (s *Server) repoAppDetails(c echo.Context) error {
+	sc, err := scopeOf(c)
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<16))
+	if err != nil {
+		return errorf(http.StatusBadRequest, "the appdetails body could not be read")
+	}
+	var req appDetailsRequest
+	if err := json.Unmarshal(body, &req); err != nil || req.Source == nil || req.AppName == "" {
+		return errorf(http.StatusBadRequest, `the appdetails body must be {"source":{"repoURL":…,"path":…},"appName":…}, as Argo CD's UI sends it`)
+	}
+	if repo, err := url.PathUnescape(c.Param("repo")); err != nil || repo != req.Source.RepoURL {
+		return errorf(http.StatusBadRequest, "the path's repository and source.repoURL differ")
+	}
+	if !s.canSee(sc, req.AppName) {
+		return errorf(http.StatusNotFound, "no application "+quoteShort(req.AppName)+" in your scope")
+	}
+	return c.JSON(http.StatusOK, map[string]any{"type": "Directory", "path": req.Source.Path, "directory": map[string]any{}})
 }

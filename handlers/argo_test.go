@@ -325,3 +325,35 @@ func TestManagedResourcesDesiredFromGit(t *testing.T) {
 		t.Fatalf("manifests: %d %s", r.code, r.body)
 	}
 }
+
+// TestRepoAppDetails: the PARAMETERS tab's appdetails query answers a
+// directory source for an app the caller sees, 404 for one it does not,
+// and 400 naming the shape for a body that is not Argo CD's.
+func TestRepoAppDetails(t *testing.T) {
+	env := newServerEnv(t)
+	root := env.token(t, userRoot, time.Hour)
+	acme := env.token(t, userAlice, time.Hour)
+	repo := url.PathEscape("https://github.com/hanzoai/universe")
+	body := func(app string) string {
+		return `{"source":{"repoURL":"https://github.com/hanzoai/universe","path":"infra/x","targetRevision":"HEAD"},"appName":"` + app + `","appProject":"default","sourceIndex":0,"versionId":null}`
+	}
+	path := "/api/v1/repositories/" + repo + "/appdetails"
+	r := env.post(t, path, root, body("iam"))
+	if r.code != http.StatusOK || strings.TrimSpace(r.body) != `{"directory":{},"path":"infra/x","type":"Directory"}` {
+		t.Fatalf("appdetails of iam: %d %s", r.code, r.body)
+	}
+	if r := env.post(t, path, acme, body("iam")); r.code != http.StatusNotFound {
+		t.Errorf("appdetails of another tenant's app: %d %s", r.code, r.body)
+	}
+	if r := env.post(t, path, acme, body("web")); r.code != http.StatusOK {
+		t.Errorf("appdetails of acme's own app: %d %s", r.code, r.body)
+	}
+	for _, bad := range []string{`{`, `{"appName":"iam"}`, `{"source":{"repoURL":"x"}}`, `[1]`} {
+		if r := env.post(t, path, root, bad); r.code != http.StatusBadRequest || !strings.Contains(errorMessage(t, r), "appdetails body") {
+			t.Errorf("appdetails with %s: %d %s", bad, r.code, r.body)
+		}
+	}
+	if r := env.post(t, "/api/v1/repositories/"+url.PathEscape("https://other.example/x")+"/appdetails", root, body("iam")); r.code != http.StatusBadRequest {
+		t.Errorf("appdetails for another repository: %d %s", r.code, r.body)
+	}
+}

@@ -57,6 +57,8 @@ func (s *Server) argoTable() []route {
 		get("/clusters", s.clusters, scoped),
 		get("/clusters/:server", s.getCluster, append([]echo.MiddlewareFunc{s.wholePath}, scoped...)),
 		get("/projects", s.projects, scoped),
+		// A read sent as a POST (its query is a body).
+		{method: http.MethodPost, path: "/repositories/:repo/appdetails", h: s.repoAppDetails, mw: scoped},
 
 		post("/applications/:name/sync", s.sync(appParams)),
 		post("/applications/:name/rollback", s.rollback(appParams)),

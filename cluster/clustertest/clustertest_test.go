@@ -1,6 +1,8 @@
 package clustertest
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -433,6 +435,45 @@ func TestControllers(t *testing.T) {
 			}
 			return false, nil
 		})
+	})
+
+	t.Run("pod logs through the API server", func(t *testing.T) {
+		deploy("logger", "ghcr.io/hanzoai/logger:v1", 1)
+		var pod corev1.Pod
+		c.WaitFor(t, 30*time.Second, func() (bool, error) {
+			ps := pods(t, "logger")
+			if len(ps) == 0 || !podReady(ps[0]) {
+				return false, nil
+			}
+			pod = ps[0]
+			return true, nil
+		})
+		tail := int64(2)
+		b, err := cs.CoreV1().Pods("hanzo").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "main", TailLines: &tail, Timestamps: true}).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("pods/log: %v", err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[0], "image ghcr.io/hanzoai/logger:v1") {
+			t.Fatalf("pods/log (tailLines 2): %q", b)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, strings.Fields(lines[0])[0]); err != nil {
+			t.Errorf("pods/log with timestamps: %q", lines[0])
+		}
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rc, err := cs.CoreV1().Pods("hanzo").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "main", Follow: true}).Stream(fctx)
+		if err != nil {
+			t.Fatalf("pods/log follow: %v", err)
+		}
+		defer rc.Close()
+		sc := bufio.NewScanner(rc)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "still here") {
+				return
+			}
+		}
+		t.Fatalf("a followed log gave no new line: %v", sc.Err())
 	})
 
 	t.Run("restart api server with controllers", func(t *testing.T) {

@@ -39,8 +39,7 @@ func (c *Cluster) StartControllers(t testing.TB) {
 	schedBin := binary(t, "kube-scheduler")
 	began := time.Now()
 
-	c.registerNode(t)
-	c.startKubelet(t)
+	c.registerNode(t, c.startKubelet(t))
 	kcm := c.startComponent(t, "kube-controller-manager", kcmBin, func(port int) []string {
 		return []string{
 			"--kubeconfig=" + c.Kubeconfig,
@@ -112,10 +111,11 @@ func (c *Cluster) startComponent(t testing.TB, name, bin string, args func(port 
 	}
 }
 
-// registerNode creates NodeName, reports it Ready with capacity, and lifts
+// registerNode creates NodeName, reports it Ready with capacity and its
+// kubelet's port (the fake kubelet's log server, at nodeIP), and lifts
 // the not-ready taint the API server puts on every new node (the
 // node-lifecycle controller, which would lift it, is not running).
-func (c *Cluster) registerNode(t testing.TB) {
+func (c *Cluster) registerNode(t testing.TB, kubeletPort int) {
 	t.Helper()
 	ctx := t.Context()
 	nodes := c.clientset.CoreV1().Nodes()
@@ -155,10 +155,11 @@ func (c *Cluster) registerNode(t testing.TB) {
 				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure"),
 				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID"),
 			},
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: nodeIP},
-				{Type: corev1.NodeHostName, Address: NodeName},
-			},
+			// The API server reaches the kubelet (pods/log) at the first
+			// address of its preferred types, Hostname first: so no
+			// Hostname, which would not resolve.
+			Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(kubeletPort)}},
 			NodeInfo: corev1.NodeSystemInfo{
 				KubeletVersion: "v1.37.2", OperatingSystem: "linux", Architecture: "amd64",
 				ContainerRuntimeVersion: "fake://0",

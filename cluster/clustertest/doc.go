@@ -84,7 +84,10 @@
 //	-pending  left Pending
 //
 // It also completes deletions (grace period 0), as a kubelet confirms a pod
-// is gone, so rollouts and namespace deletion finish. It never runs anything.
+// is gone, so rollouts and namespace deletion finish. It never runs
+// anything; its log server (TLS at 127.0.0.1, the node's address and
+// kubelet port) answers pods/log through the API server with a few lines
+// naming the pod, container and image, and with follow one more a second.
 //
 // # etcd
 //

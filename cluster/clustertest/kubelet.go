@@ -3,7 +3,12 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +25,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// nodeIP is the fake node's address; pod IPs come from podCIDR's range.
-const nodeIP = "10.0.0.10"
+// nodeIP is the fake node's address, where its log server listens; pod
+// IPs come from podCIDR's range.
+const nodeIP = "127.0.0.1"
 
 // PodStatusFunc decides what the fake kubelet reports for a pod bound to
 // NodeName: the status to write, or false to leave the pod untouched. The
@@ -137,8 +143,9 @@ type kubelet struct {
 	ips map[types.UID]string
 }
 
-// startKubelet runs the fake kubelet until the cluster shuts down.
-func (c *Cluster) startKubelet(t testing.TB) {
+// startKubelet runs the fake kubelet until the cluster shuts down, and
+// answers the port of its log server.
+func (c *Cluster) startKubelet(t testing.TB) int {
 	t.Helper()
 	k := &kubelet{
 		client: c.clientset,
@@ -173,14 +180,91 @@ func (c *Cluster) startKubelet(t testing.TB) {
 			}
 		})
 	}
+	logs := httptest.NewUnstartedServer(http.HandlerFunc(k.serveLog))
+	logs.Listener.Close()
+	ln, err := net.Listen("tcp", nodeIP+":0")
+	if err != nil {
+		t.Fatalf("fake kubelet: %v", err)
+	}
+	logs.Listener = ln
+	logs.StartTLS()
 	c.mu.Lock()
 	c.stops = append(c.stops, func() {
 		cancel()
+		logs.CloseClientConnections()
+		logs.Close()
 		k.queue.ShutDown()
 		wg.Wait()
 		factory.Shutdown()
 	})
 	c.mu.Unlock()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// serveLog is the kubelet's GET /containerLogs/{namespace}/{pod}/{container},
+// which the API server calls for pods/log: a few lines naming the pod, the
+// container and its image (timestamped with ?timestamps=true, the last
+// tailLines of them), then, with ?follow=true, one line every second until
+// the caller leaves. Nothing runs, so nothing else is logged.
+func (k *kubelet) serveLog(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/containerLogs/"), "/")
+	if r.Method != http.MethodGet || len(parts) != 3 {
+		http.NotFound(w, r)
+		return
+	}
+	pod, err := k.pods.Pods(parts[0]).Get(parts[1])
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	image := ""
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == parts[2] {
+			image = ctr.Image
+		}
+	}
+	if image == "" {
+		http.Error(w, fmt.Sprintf("container %q is not in pod %q", parts[2], pod.Name), http.StatusBadRequest)
+		return
+	}
+	q := r.URL.Query()
+	stamp := q.Get("timestamps") == "true"
+	line := func(at time.Time, text string) string {
+		if stamp {
+			return at.UTC().Format(time.RFC3339Nano) + " " + text + "\n"
+		}
+		return text + "\n"
+	}
+	start := pod.CreationTimestamp.Time
+	lines := []string{
+		line(start, fmt.Sprintf("fake kubelet: pod %s/%s, container %s", pod.Namespace, pod.Name, parts[2])),
+		line(start, "fake kubelet: image "+image),
+		line(start, "fake kubelet: nothing runs here; this log is all there is"),
+	}
+	if n, err := strconv.Atoi(q.Get("tailLines")); err == nil && n >= 0 && n < len(lines) {
+		lines = lines[len(lines)-n:]
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	for _, l := range lines {
+		io.WriteString(w, l)
+	}
+	if q.Get("follow") != "true" {
+		return
+	}
+	f, _ := w.(http.Flusher)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for i := 1; ; i++ {
+		if f != nil {
+			f.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case now := <-tick.C:
+			io.WriteString(w, line(now, fmt.Sprintf("fake kubelet: still here (%d)", i)))
+		}
+	}
 }
 
 // next handles one queued pod; false once the queue is shut down.
