@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ type gitHistoryEntry struct {
 // gitHistory is the managed App's history, newest first: one entry per
 // commit that touched its file (revision: the tag it declares; id: the
 // ReplicaSet revision that ran that tag, on the newest commit declaring
-// it), then the ReplicaSet releases no commit declares. ok is false when
+// it, else commitID), then the ReplicaSet releases no commit declares. ok is false when
 // the App is not managed or its commits cannot be read.
 func (s *Server) gitHistory(c echo.Context, a *projection.App) ([]gitHistoryEntry, []projection.GitCommit, bool) {
 	if _, managed := s.managedFile(a); !managed {
@@ -61,6 +62,9 @@ func (s *Server) gitHistory(c echo.Context, a *projection.App) ([]gitHistoryEntr
 			used[gc.Tag] = true
 			e.ID = h.ID
 			e.DeployedAt, e.DeployStartedAt = projection.Timestamp(h.DeployedAt), projection.Timestamp(h.DeployStartedAt)
+		}
+		if e.ID == 0 {
+			e.ID = commitID(gc.SHA)
 		}
 		out = append(out, e)
 	}
@@ -113,4 +117,19 @@ func gitRevisionMetadata(commits []projection.GitCommit, rev string) (revisionMe
 		}
 	}
 	return revisionMetadata{}, false
+}
+
+// commitID is the history id of a commit no ReplicaSet ran: 2^52 plus the
+// first 48 bits of its hash. Every entry the stock UI shows has an id (its
+// ROLLBACK sends it); this one is stable across reads and replicas, never a
+// ReplicaSet revision, and exact in a JavaScript number (below 2^53).
+func commitID(sha string) int64 {
+	if len(sha) < 12 {
+		return 0
+	}
+	v, err := strconv.ParseUint(sha[:12], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return 1<<52 | int64(v)
 }

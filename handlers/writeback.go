@@ -45,24 +45,17 @@ func (s *Server) pushOffError(a *projection.App, file string) error {
 	return errorf(http.StatusConflict, quoteShort(a.Name)+" is declared in git and reconciled with self-heal; commit the tag to "+where)
 }
 
-// withGitHistory is the App's history with the tags its file declared in
-// git added (no id: they are named by tag), so that a rollback may name
-// them.
-func (s *Server) withGitHistory(ctx context.Context, a *projection.App) []projection.HistoryEntry {
-	commits, err := s.d.Engine.History(ctx, a.Namespace, a.Name)
-	if err != nil || len(commits) == 0 {
+// withGitHistory is the managed App's history as its status.history tells
+// it (gitHistory: one entry per commit, each with its id), so that a
+// rollback may name any entry the stock UI shows, by id or by tag.
+func (s *Server) withGitHistory(c echo.Context, a *projection.App) []projection.HistoryEntry {
+	hist, _, ok := s.gitHistory(c, a)
+	if !ok {
 		return a.History
 	}
-	out := append([]projection.HistoryEntry(nil), a.History...)
-	seen := map[string]bool{}
-	for _, h := range out {
-		seen[h.Revision] = true
-	}
-	for i := len(commits) - 1; i >= 0; i-- {
-		if tag := commits[i].Tag; tag != "" && !seen[tag] {
-			seen[tag] = true
-			out = append(out, projection.HistoryEntry{Revision: tag, DeployedAt: commits[i].Date.Unix(), DeployStartedAt: commits[i].Date.Unix()})
-		}
+	out := make([]projection.HistoryEntry, 0, len(hist))
+	for _, h := range hist {
+		out = append(out, projection.HistoryEntry{ID: h.ID, Revision: h.Revision})
 	}
 	return out
 }

@@ -306,7 +306,7 @@ func (s *Server) rollback(params []string) echo.HandlerFunc {
 		file, managed := s.managedFile(a)
 		history := a.History
 		if managed {
-			history = s.withGitHistory(c.Request().Context(), a)
+			history = s.withGitHistory(c, a)
 		}
 		tag, req, err := parseRollbackIn(body, a, history)
 		rec := auditOf(c)

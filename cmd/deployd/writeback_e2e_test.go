@@ -216,6 +216,42 @@ func TestWriteBackRoutesE2E(t *testing.T) {
 		t.Fatalf("unmanaged rollback: %d %s", r.code, r.body)
 	}
 
+	// The stock UI's ROLLBACK: Argo CD's path, by the id of a history
+	// entry (the release of v1.3.0), is a commit too.
+	r = env.send(t, nil, http.MethodGet, "/api/v1/applications/web?appNamespace=hanzo", tok, "")
+	var app struct {
+		Status struct {
+			History []struct {
+				ID       int64  `json:"id"`
+				Revision string `json:"revision"`
+				Commit   string `json:"commit"`
+			} `json:"history"`
+		} `json:"status"`
+	}
+	if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &app) != nil {
+		t.Fatalf("application: %d %s", r.code, r.body)
+	}
+	id := int64(-1)
+	for _, h := range app.Status.History {
+		if h.Commit == release {
+			id = h.ID
+		}
+	}
+	if id < 0 {
+		t.Fatalf("no history entry for the release commit %s: %s", release, r.body)
+	}
+	r = env.send(t, nil, http.MethodPost, "/api/v1/applications/web/rollback", tok, fmt.Sprintf(`{"id":%d,"appNamespace":"hanzo","prune":false}`, id))
+	got.Commit = ""
+	if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &got) != nil || got.Commit == "" || got.Commit != repo.Head(t) {
+		t.Fatalf("rollback by id through Argo CD's path: %d %s", r.code, r.body)
+	}
+	if s := bareGit(t, repo.Bare, "log", "-1", "--format=%an|%s", got.Commit); s != "Ada Lovelace|deploy: roll back hanzo/web to v1.3.0" {
+		t.Fatalf("the stock UI's rollback commit: %q", s)
+	}
+	if tag := liveTag(t, c, "hanzo", "web"); tag != "v1.3.0" {
+		t.Fatalf("the cluster carries %q after the rollback by id", tag)
+	}
+
 	// Push off, engine on: 409 naming the file, no commit.
 	off := newPlaneEngine(t, c, offRepo.URL, "wboff", false)
 	offEnv := startPlaneWith(t, c.Config, func(pc *planeConfig) { pc.Engine = off })
