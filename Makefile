@@ -2,9 +2,11 @@
 #   make test    every test the project has, against real components
 #                (kube-apiserver + etcd, controller-manager, scheduler, Hydra,
 #                Chromium, docker compose, an OCI registry, promtool for the
-#                alert rules), installing and building them first; then make
+#                alert rules, the stock Argo CD UI), installing and building
+#                them first; then make
 #                race, and every fuzz target briefly.
-#   make tools   build the real components into $(TOOLS) (skips what is built)
+#   make tools   build the real components into $(TOOLS) (skips what is built),
+#                and the stock Argo CD web UI from its sources (hack/build-argo-ui.sh)
 #   make bench   the benchmarks recorded in BENCHMARKS.md (make bench-fold: the
 #                fold's one-core throughput alone; make bench-engine: the engine
 #                beside kubectl apply --server-side on a real API server)
@@ -35,6 +37,7 @@ packages:
 
 tools:
 	hack/build-tools.sh
+	hack/build-argo-ui.sh
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -42,7 +42,7 @@ type browser struct {
 
 // newBrowser starts a headless Chromium with a fresh profile; it is
 // stopped when the test ends.
-func newBrowser(t *testing.T, ctx context.Context) *browser {
+func newBrowser(t *testing.T, ctx context.Context, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	path := requireChromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -59,6 +59,7 @@ func newBrowser(t *testing.T, ctx context.Context) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1440, 1000),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	tctx, cancelTab := chromedp.NewContext(actx)
 	consoleDone := make(chan struct{})
