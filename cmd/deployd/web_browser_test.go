@@ -24,11 +24,19 @@ func requireChromium(t *testing.T) string {
 	if fi, err := os.Stat(chromiumPath); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 		return chromiumPath
 	}
-	if os.Getenv("DEPLOYD_REQUIRE_TOOLS") == "1" {
-		t.Fatalf("%s not found (DEPLOYD_REQUIRE_TOOLS=1): install it with hack/install-packages.sh", chromiumPath)
-	}
-	t.Skipf("%s not found: run make test (it installs the real components)", chromiumPath)
+	missingTool(t, chromiumPath+" not found", "install it with hack/install-packages.sh")
 	return ""
+}
+
+// missingTool skips the test for a real component that is not there, or
+// fails it when DEPLOYD_REQUIRE_TOOLS=1 (as make test sets), saying how
+// to get it.
+func missingTool(t *testing.T, what, how string) {
+	t.Helper()
+	if os.Getenv("DEPLOYD_REQUIRE_TOOLS") == "1" {
+		t.Fatalf("%s (DEPLOYD_REQUIRE_TOOLS=1): %s", what, how)
+	}
+	t.Skipf("%s: run make test (it installs and builds the real components)", what)
 }
 
 // browser is one headless Chromium tab driven over the DevTools protocol.

@@ -98,6 +98,17 @@ func liveTag(t *testing.T, c *clustertest.Cluster, ns, name string) string {
 	return tag
 }
 
+// historyOf is an Application's status.history as these tests read it.
+type historyOf struct {
+	Status struct {
+		History []struct {
+			ID       int64  `json:"id"`
+			Revision string `json:"revision"`
+			Commit   string `json:"commit"`
+		} `json:"history"`
+	} `json:"status"`
+}
+
 // The rollback and release routes with the engine on: commits pushed over
 // smart HTTP to a real git server, reconciled into a real kube-apiserver.
 func TestWriteBackRoutesE2E(t *testing.T) {
@@ -219,15 +230,7 @@ func TestWriteBackRoutesE2E(t *testing.T) {
 	// The stock UI's ROLLBACK: Argo CD's path, by the id of a history
 	// entry (the release of v1.3.0), is a commit too.
 	r = env.send(t, nil, http.MethodGet, "/api/v1/applications/web?appNamespace=hanzo", tok, "")
-	var app struct {
-		Status struct {
-			History []struct {
-				ID       int64  `json:"id"`
-				Revision string `json:"revision"`
-				Commit   string `json:"commit"`
-			} `json:"history"`
-		} `json:"status"`
-	}
+	var app historyOf
 	if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &app) != nil {
 		t.Fatalf("application: %d %s", r.code, r.body)
 	}
@@ -329,15 +332,7 @@ func TestWriteBackRollbackByIDE2E(t *testing.T) {
 	// The joined history: the ReplicaSet ids sit on the newest commit of
 	// their tag.
 	r = env.send(t, nil, http.MethodGet, "/v1/deploy/applications/shop", tok, "")
-	var got struct {
-		Status struct {
-			History []struct {
-				ID       int64  `json:"id"`
-				Revision string `json:"revision"`
-				Commit   string `json:"commit"`
-			} `json:"history"`
-		} `json:"status"`
-	}
+	var got historyOf
 	if err := json.Unmarshal([]byte(r.body), &got); err != nil || len(got.Status.History) != 3 {
 		t.Fatalf("application: %d %s", r.code, r.body)
 	}
