@@ -577,6 +577,7 @@ func (u *uiTour) tourApp(namespace, name string) {
 	for _, tab := range []string{"summary", "parameters", "manifest", "event"} {
 		u.visit("DETAILS "+tab, base+"?view=tree&node="+url.QueryEscape(appNode)+"&tab="+tab, panel)
 	}
+	u.visit("SYNC STATUS", base+"?view=tree&operation=true", `document.querySelector('.sliding-panel--opened')?.innerText.includes('INITIATED BY')`)
 	u.visit("HISTORY AND ROLLBACK", base+"?view=tree&rollback=0", `document.querySelectorAll('.application-deployment-history__item').length >= 2`)
 	u.visit("the sync dialog", base+"?view=tree&deploy=all", `document.body.innerText.includes('SYNCHRONIZE')`)
 }
