@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
@@ -25,41 +24,18 @@ import (
 // Argo-shaped sync and rollback act like deployd's own, and an option they
 // cannot honour changes nothing.
 func TestArgoRoutesAgainstCluster(t *testing.T) {
-	c := clustertest.Start(t, clustertest.WithControllers())
-	f := &writeFixture{t: t, c: c}
-	f.app = clustertest.Object(t, `
-apiVersion: hanzo.ai/v1
-kind: App
-metadata: {name: shop, namespace: hanzo}
-spec: {image: {repository: ghcr.io/hanzoai/shop, tag: v1.0.0}, replicas: 2}
-`)
 	other := clustertest.Object(t, `
 apiVersion: hanzo.ai/v1
 kind: App
 metadata: {name: blog, namespace: hanzo}
 spec: {image: {repository: ghcr.io/hanzoai/blog, tag: v2.0.0}}
 `)
-	stored := c.ApplyFleet(t, []*unstructured.Unstructured{f.app, other})
-	f.uid = string(stored[0].GetUID())
-	blogUID := stored[1].GetUID()
-	c.Apply(t, f.deployment("v1.0.0"))
-	f.operator()
-	env := startPlane(t, c.Config)
-	env.waitReady(t, 30*time.Second)
-	root := env.token(t, admin, time.Hour)
+	f, env, root, stored := startShop(t, other)
+	c, blogUID := f.c, stored[1].GetUID()
 	waitState := func(want func(sync, health, rev string, history []string) bool) {
 		t.Helper()
-		c.WaitFor(t, 90*time.Second, func() (bool, error) {
-			s, h, rev, hist := appState(t, env, root)
-			return want(s, h, rev, hist), nil
-		})
+		f.waitState(env, root, want)
 	}
-	waitState(func(s, h, rev string, hist []string) bool { return s == "Synced" && h == "Healthy" && len(hist) == 1 })
-	f.declare("v1.1.0")
-	f.operator()
-	waitState(func(s, h, rev string, hist []string) bool {
-		return s == "Synced" && rev == "v1.1.0" && slices.Equal(hist, []string{"1:v1.0.0", "2:v1.1.0"})
-	})
 
 	// Events: one for a Pod of shop's tree, one for the other app.
 	var pod corev1.Pod

@@ -3,13 +3,13 @@
 //	deployd [serve]   serve the fleet of the configured cluster (default)
 //	deployd demo      serve a simulated fleet with demo sign-in, on 127.0.0.1
 //	deployd watch     follow a deployd server's fleet stream in the terminal
+//	deployd app       list, get, sync, roll back and restart applications
+//	deployd engine    the engine's status, a reconcile, suspend and resume
 //	deployd version   print the version
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,10 +28,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "deployd:", err)
+		code := exitCode(err)
+		if code == 0 {
+			return // -h: the usage was printed
 		}
-		os.Exit(2)
+		fmt.Fprintln(os.Stderr, "deployd:", err)
+		stop()
+		os.Exit(code)
 	}
 }
 
@@ -47,6 +50,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args, stdout, stderr)
 	case "watch":
 		return runWatch(ctx, args, stdout, stderr)
+	case "app":
+		return runApp(ctx, args, stdout, stderr)
+	case "engine":
+		return runEngine(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "deployd %s (commit %s, built %s)\n", version, commit, buildDate)
 		return nil
@@ -63,6 +70,8 @@ commands:
   serve     serve the fleet of the configured cluster (default)
   demo      serve a simulated fleet with demo sign-in on 127.0.0.1
   watch     follow a deployd server's fleet stream
+  app       list, get, history, sync, rollback, restart applications
+  engine    status, reconcile [--dry-run], suspend, resume the engine
   version   print the version
 Run "deployd <command> -h" for a command's flags.
 `

@@ -106,6 +106,46 @@ func TestLiveResourceAndLogs(t *testing.T) {
 	}
 }
 
+// startShop is the write tests' start: a real API server with controllers,
+// the App shop (two replicas, with others given) rolled out by the
+// fixture's operator as v1.0.0 (revision 1), then v1.1.0 (revision 2), a
+// plane over it, and a SuperAdmin's token. It answers the Apps as stored.
+func startShop(t *testing.T, others ...*unstructured.Unstructured) (*writeFixture, *planeEnv, string, []*unstructured.Unstructured) {
+	t.Helper()
+	c := clustertest.Start(t, clustertest.WithControllers())
+	f := &writeFixture{t: t, c: c}
+	f.app = clustertest.Object(t, `
+apiVersion: hanzo.ai/v1
+kind: App
+metadata: {name: shop, namespace: hanzo}
+spec: {image: {repository: ghcr.io/hanzoai/shop, tag: v1.0.0}, replicas: 2}
+`)
+	stored := c.ApplyFleet(t, append([]*unstructured.Unstructured{f.app}, others...))
+	f.uid = string(stored[0].GetUID())
+	c.Apply(t, f.deployment("v1.0.0"))
+	f.operator()
+	env := startPlane(t, c.Config)
+	env.waitReady(t, 30*time.Second)
+	root := env.token(t, admin, time.Hour)
+	f.waitState(env, root, func(s, h, rev string, hist []string) bool { return s == "Synced" && h == "Healthy" && len(hist) == 1 })
+	f.declare("v1.1.0")
+	f.operator()
+	f.waitState(env, root, func(s, h, rev string, hist []string) bool {
+		return s == "Synced" && h == "Healthy" && rev == "v1.1.0" && slices.Equal(hist, []string{"1:v1.0.0", "2:v1.1.0"})
+	})
+	return f, env, root, stored
+}
+
+// waitState waits (90 s at most) until shop's sync, health, revision and
+// history, read through the API, satisfy want.
+func (f *writeFixture) waitState(env *planeEnv, token string, want func(sync, health, rev string, history []string) bool) {
+	f.t.Helper()
+	f.c.WaitFor(f.t, 90*time.Second, func() (bool, error) {
+		s, h, rev, hist := appState(f.t, env, token)
+		return want(s, h, rev, hist), nil
+	})
+}
+
 // writeFixture is an App the test rolls out as the operator would, with a
 // real Deployment the controllers roll: v1.0.0 (revision 1), then v1.1.0
 // (revision 2).
@@ -229,34 +269,11 @@ func appState(t *testing.T, env *planeEnv, token string) (sync, health, revision
 // restart, against the real API server with controller-manager and
 // scheduler; every refusal leaves the cluster unchanged.
 func TestWritesAgainstCluster(t *testing.T) {
-	c := clustertest.Start(t, clustertest.WithControllers())
-	f := &writeFixture{t: t, c: c}
-	f.app = clustertest.Object(t, `
-apiVersion: hanzo.ai/v1
-kind: App
-metadata: {name: shop, namespace: hanzo}
-spec: {image: {repository: ghcr.io/hanzoai/shop, tag: v1.0.0}, replicas: 2}
-`)
-	stored := c.ApplyFleet(t, []*unstructured.Unstructured{f.app})
-	f.uid = string(stored[0].GetUID())
-	c.Apply(t, f.deployment("v1.0.0"))
-	f.operator()
-	env := startPlane(t, c.Config)
-	env.waitReady(t, 30*time.Second)
-	root := env.token(t, admin, time.Hour)
-	waitState := func(want func(sync, health, rev string, history []string) bool) {
+	f, env, root, _ := startShop(t)
+	c, waitState := f.c, func(want func(sync, health, rev string, history []string) bool) {
 		t.Helper()
-		c.WaitFor(t, 90*time.Second, func() (bool, error) {
-			s, h, rev, hist := appState(t, env, root)
-			return want(s, h, rev, hist), nil
-		})
+		f.waitState(env, root, want)
 	}
-	waitState(func(s, h, rev string, hist []string) bool { return s == "Synced" && h == "Healthy" && len(hist) == 1 })
-	f.declare("v1.1.0")
-	f.operator()
-	waitState(func(s, h, rev string, hist []string) bool {
-		return s == "Synced" && h == "Healthy" && rev == "v1.1.0" && slices.Equal(hist, []string{"1:v1.0.0", "2:v1.1.0"})
-	})
 
 	// Check 4: refusals, and the cluster unchanged.
 	before := f.versions()
