@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,18 @@ func TestCLIAgainstCluster(t *testing.T) {
 	if logs := ok(root, "app", "logs", "shop", "--tail", "2"); logs != "fake kubelet: image ghcr.io/hanzoai/shop:v1.1.0\nfake kubelet: nothing runs here; this log is all there is\n" {
 		t.Fatalf("app logs --tail 2:\n%s", logs)
 	}
+	// Followed, the log goes on until the caller stops (the fake kubelet
+	// adds a line a second).
+	fctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
+	var followed bytes.Buffer
+	if err := run(fctx, []string{"app", "logs", "shop", "-f", "--tail", "1", "--server", env.URL, "--token", root}, &followed, io.Discard); err != nil {
+		t.Fatalf("app logs -f: %v", err)
+	}
+	cancel()
+	if lines := strings.Split(strings.TrimSpace(followed.String()), "\n"); len(lines) < 2 || lines[0] != "fake kubelet: nothing runs here; this log is all there is" || !strings.HasPrefix(lines[1], "fake kubelet: still here (1)") {
+		t.Fatalf("app logs -f --tail 1 for 4s:\n%s", followed.String())
+	}
+
 	// wait: reached at once when it is; else the last state at the timeout.
 	if out := ok(root, "app", "wait", "shop", "--timeout", "30s"); !strings.Contains(out, "hanzo/shop: Healthy, Synced at v1.1.0") {
 		t.Fatalf("app wait: %s", out)
