@@ -96,12 +96,8 @@ func engineError(err error) error {
 // for anyone else), then answers 503 when the engine is disabled.
 func (s *Server) requireEngineWriter(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		sc, err := scopeOf(c)
-		if err != nil {
+		if err := superAdminOnly(c, "writes are"); err != nil {
 			return err
-		}
-		if !sc.CanWrite() {
-			return errorf(http.StatusForbidden, "writes are for platform administrators (members of the admin organization)")
 		}
 		if s.d.Engine == nil {
 			return errorf(http.StatusServiceUnavailable, engineDisabled)

@@ -158,7 +158,8 @@ func TestMetricsNotOnPublicPort(t *testing.T) {
 	}
 }
 
-// TestRefusalsAndSyncsCounted: refusals count by reason, and a sync made
+// TestRefusalsAndSyncsCounted: refusals count by reason (every SuperAdmin
+// gate's alike), and a sync made
 // through deployd counts in argocd_app_sync_total with Argo CD's labels.
 func TestRefusalsAndSyncsCounted(t *testing.T) {
 	env, _ := newWriteEnv(t)
@@ -166,9 +167,13 @@ func TestRefusalsAndSyncsCounted(t *testing.T) {
 	root := env.token(t, userRoot, time.Hour)
 	env.get(t, "/v1/deploy/applications", "")
 	env.get(t, "/v1/deploy/applications", "not-a-token")
+	// A member at each SuperAdmin gate: a write, the engine's, an admin read.
 	env.post(t, "/v1/deploy/applications/web/sync", alice, "{}")
+	env.post(t, "/v1/deploy/reconcile", alice, "")
+	env.post(t, "/v1/deploy/gitops/suspend", alice, "")
+	env.get(t, "/v1/deploy/gitops", alice)
 	refusals := family(t, env, "deployd_auth_refusals_total")
-	for reason, want := range map[string]float64{"signin_required": 1, "bearer_refused": 1, "not_superadmin": 1} {
+	for reason, want := range map[string]float64{"signin_required": 1, "bearer_refused": 1, "not_superadmin": 4} {
 		if got := counterValue(refusals, map[string]string{"reason": reason}); got != want {
 			t.Errorf("refusals %s: got %v, want %v", reason, got, want)
 		}

@@ -147,15 +147,26 @@ func (s *Server) requirePrincipal(next echo.HandlerFunc) echo.HandlerFunc {
 // requireSuperAdmin admits SuperAdmins only.
 func (s *Server) requireSuperAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		sc, err := scopeOf(c)
-		if err != nil {
+		if err := superAdminOnly(c, "this route is"); err != nil {
 			return err
-		}
-		if !sc.CanWrite() {
-			return refusal(http.StatusForbidden, "not_superadmin", "this route is for platform administrators (members of the admin organization)")
 		}
 		return next(c)
 	}
+}
+
+// superAdminOnly is the one SuperAdmin gate of the admin routes, the
+// writes and the engine's: 401 without a principal, else a 403 refusal
+// (counted as not_superadmin) for anyone but a SuperAdmin. what names
+// what is refused ("writes are", "this route is").
+func superAdminOnly(c echo.Context, what string) error {
+	sc, err := scopeOf(c)
+	if err != nil {
+		return err
+	}
+	if !sc.CanWrite() {
+		return refusal(http.StatusForbidden, "not_superadmin", what+" for platform administrators (members of the admin organization)")
+	}
+	return nil
 }
 
 // requirePaaS admits SuperAdmins and OrgAdmins (the drift board).

@@ -50,12 +50,8 @@ var nativeParams = []string{"namespace", "appNamespace"}
 // anyone else — whether or not the app exists.
 func (s *Server) requireWriter(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		sc, err := scopeOf(c)
-		if err != nil {
+		if err := superAdminOnly(c, "writes are"); err != nil {
 			return err
-		}
-		if !sc.CanWrite() {
-			return refusal(http.StatusForbidden, "not_superadmin", "writes are for platform administrators (members of the admin organization)")
 		}
 		if s.d.Writer == nil {
 			return errorf(http.StatusServiceUnavailable, "writes are not available: no Kubernetes configuration")
