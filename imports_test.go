@@ -9,7 +9,7 @@ import (
 
 const module = "github.com/hanzoai/deploy"
 
-// importRules are the arrows of DESIGN.md §1: each package (and its
+// importRules are the arrows between the packages: each package (and its
 // sub-packages) may import only the packages of ours listed, and none of
 // the forbidden prefixes, directly or through another package.
 var importRules = map[string]struct {
@@ -57,7 +57,7 @@ func TestImportArrows(t *testing.T) {
 		for _, dep := range p.Deps {
 			for _, bad := range rule.forbidden {
 				if dep == bad || strings.HasPrefix(dep, bad+"/") {
-					t.Errorf("%s reaches %s, which DESIGN.md §1 forbids", rel, dep)
+					t.Errorf("%s reaches %s, which the import rules forbid", rel, dep)
 				}
 			}
 			ours, isOurs := strings.CutPrefix(dep, module+"/")

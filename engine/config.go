@@ -59,7 +59,7 @@ func LeaseName(instance string) string {
 	return strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace("deployd-engine-" + instance))
 }
 
-// Defaults is the configuration of DESIGN.md §13 with nothing set.
+// Defaults is the engine's configuration with nothing set.
 func Defaults() Config {
 	return Config{
 		Repo:          "https://github.com/hanzoai/universe",

@@ -1,5 +1,5 @@
-// Package engine drives the cluster to what a git repository declares
-// (DESIGN.md §13): source → render → policy → apply → prune → report.
+// Package engine drives the cluster to what a git repository declares:
+// source → render → policy → apply → prune → report.
 //
 // Each stage is a plain function or a small type with one job, in its own
 // file: Source fetches one ref of one repository (go-git, shallow, into a
@@ -103,7 +103,7 @@
 // # Write-back
 //
 // With Config.Push, WriteTag makes a rollback or release of a managed App a
-// commit (DESIGN.md §13.3). The file that declares the App is found in the
+// commit. The file that declares the App is found in the
 // branch's head commit, whatever this process has run; EditTag changes
 // only the bytes of that App's spec.image.tag scalar, in its own quoting,
 // so comments, key order and every other byte of a file of one or many

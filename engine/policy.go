@@ -10,7 +10,7 @@ import (
 )
 
 // Policy decides, before any request, which rendered objects the engine may
-// send to the API server (DESIGN.md §13.2).
+// send to the API server.
 type Policy struct {
 	Allow            []projection.Kind
 	Namespaces       projection.Namespaces

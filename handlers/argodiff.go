@@ -105,8 +105,8 @@ func (s *Server) desiredOf(k projection.Kind, live map[string]any) (map[string]a
 }
 
 // diffItem compares one object's live state with its desired state, both
-// normalized as in DESIGN.md §6; the live side is cut to what the desired
-// side declares (what the server defaults, nobody declared), so the
+// normalized (without what the cluster manages); the live side is cut to
+// what the desired side declares (what the server defaults, nobody declared), so the
 // difference the UI draws between normalizedLiveState and
 // predictedLiveState is the one that matters.
 func (s *Server) diffItem(n *projection.NodeInfo, live map[string]any) (resourceDiffItem, error) {

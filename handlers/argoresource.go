@@ -172,7 +172,7 @@ type resourceActions struct {
 }
 
 // actionRestart is the one action deployd runs: the rolling restart of a
-// Deployment (DESIGN.md §8).
+// Deployment (its pod template's restartedAt annotation).
 const actionRestart = "restart"
 
 // resourceActions lists what can be run on an object: restart for a

@@ -22,7 +22,7 @@ type route struct {
 	write  bool
 }
 
-// argoTable is every route of the Argo CD dialect (DESIGN.md §5.1, §5.5).
+// argoTable is every route of the Argo CD dialect (the package doc lists them).
 func (s *Server) argoTable() []route {
 	scoped := []echo.MiddlewareFunc{RequireScope(), s.requireReady}
 	validated := []echo.MiddlewareFunc{s.requirePrincipal}

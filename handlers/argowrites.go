@@ -139,7 +139,7 @@ type actionRequest struct {
 }
 
 // runResourceAction runs the restart action on a Deployment of the app's
-// tree: the rolling restart of DESIGN.md §8 (SuperAdmin, audited). v2
+// tree: a rolling restart (SuperAdmin, audited). v2
 // takes Argo CD's ResourceActionRunRequestV2 body; v1 the action as a JSON
 // string and the resource in the query.
 func (s *Server) runResourceAction(v2 bool) echo.HandlerFunc {

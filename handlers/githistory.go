@@ -12,7 +12,7 @@ import (
 	"github.com/hanzoai/deploy/projection"
 )
 
-// History from git (DESIGN.md §13.3): for an App the engine declares,
+// History from git: for an App the engine declares,
 // status.history and the revision metadata come from the commits that
 // touched its file, joined with the ReplicaSet history by image tag. The
 // join is made here, on read: the fold never sees the commits.

@@ -18,7 +18,7 @@ import (
 	"github.com/hanzoai/deploy/projection"
 )
 
-// Write-back (DESIGN.md §13.3): with the engine on, an App it declares
+// Write-back: with the engine on, an App it declares
 // lives in git, and a cluster patch of its tag would be undone by the next
 // self-heal run. A rollback or release of such an App is a commit instead,
 // or, with push off, a 409 naming the file to commit to.

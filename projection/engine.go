@@ -53,8 +53,8 @@ type ReconcileResult struct {
 	Status   string `json:"status"`
 }
 
-// ReconcileReport is the answer of POST /v1/deploy/reconcile (DESIGN.md
-// §13.2). Its fields are in the order of their JSON keys, which the contract
+// ReconcileReport is the answer of POST /v1/deploy/reconcile (see the
+// engine package). Its fields are in the order of their JSON keys, which the contract
 // wants sorted.
 type ReconcileReport struct {
 	Declared int               `json:"declared"`
@@ -140,7 +140,7 @@ type EngineSuspension struct {
 	At time.Time `json:"at"`
 }
 
-// TagWrite is a write-back (DESIGN.md §13.3): set an App's spec.image.tag
+// TagWrite is a write-back (see the engine package): set an App's spec.image.tag
 // in the file of the engine's repository that declares it.
 type TagWrite struct {
 	Namespace, Name, Tag string

@@ -5,7 +5,7 @@ import "strings"
 // Kind identifies one kind of object deployd understands.
 type Kind uint8
 
-// The kinds of the closed registry (DESIGN.md §2), then the kinds that only
+// The kinds of the closed registry (what the watcher reads), then the kinds that only
 // have a health rule (they are never read from the cluster and Apply rejects
 // them).
 const (
