@@ -109,7 +109,40 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	rc = rest.CopyConfig(rc)
+	// The applier bounds its own concurrency (applyWorkers); client-go's
+	// default 5 requests/s would make a cold run of a fleet take minutes.
+	if rc.QPS == 0 && rc.RateLimiter == nil {
+		rc.QPS, rc.Burst = -1, 0
+	}
 	if cfg.Lease != nil {
+		// The API server's audit log names the replica behind every write.
+		rc.UserAgent = "deployd-engine/" + cfg.Lease.Identity
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	var cs kubernetes.Interface
+	if cfg.Lease != nil {
+		if cs, err = kubernetes.NewForConfig(rc); err != nil {
+			return nil, fmt.Errorf("clientset: %w", err)
+		}
+	}
+	return NewForClients(cfg, dyn, cs, log)
+}
+
+// NewForClients builds an engine that writes through dyn; cs holds the
+// Lease and the state and is needed only with cfg.Lease (nil otherwise).
+// It makes no request: the first run fetches.
+func NewForClients(cfg Config, dyn dynamic.Interface, cs kubernetes.Interface, log *slog.Logger) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Lease != nil {
+		if cs == nil {
+			return nil, &ConfigError{Field: "Lease", Msg: "a Lease needs a clientset to hold it"}
+		}
 		l := *cfg.Lease
 		if l.Name == "" {
 			l.Name = LeaseName(cfg.Instance)
@@ -127,20 +160,6 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "Auth", Msg: err.Error()} // the URL passed Validate
 	}
-	rc = rest.CopyConfig(rc)
-	// The applier bounds its own concurrency (applyWorkers); client-go's
-	// default 5 requests/s would make a cold run of a fleet take minutes.
-	if rc.QPS == 0 && rc.RateLimiter == nil {
-		rc.QPS, rc.Burst = -1, 0
-	}
-	if cfg.Lease != nil {
-		// The API server's audit log names the replica behind every write.
-		rc.UserAgent = "deployd-engine/" + cfg.Lease.Identity
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("dynamic client: %w", err)
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -154,10 +173,8 @@ func New(cfg Config, rc *rest.Config, log *slog.Logger) (*Engine, error) {
 		trigger: make(chan string, 1),
 	}
 	if cfg.Lease != nil {
-		if e.cs, err = kubernetes.NewForConfig(rc); err != nil {
-			return nil, fmt.Errorf("clientset: %w", err)
-		}
-		e.store = newStateStore(e.cs, cfg.Lease.Namespace, cfg.Lease.Name)
+		e.cs = cs
+		e.store = newStateStore(cs, cfg.Lease.Namespace, cfg.Lease.Name)
 	}
 	return e, nil
 }

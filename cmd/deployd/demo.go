@@ -2,17 +2,26 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo"
+	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/demo/gitrepo"
+	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/handlers"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -29,6 +38,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	seed := fs.Int64("seed", 1, "seed of the simulated fleet")
 	apps := fs.Int("apps", 30, "number of simulated Apps")
 	pace := fs.Duration("pace", demo.DefaultPace, "time between two simulator steps")
+	gitListen := fs.String("git-listen", "127.0.0.1:8081", "loopback address to serve the demo's manifest repository on (empty: no repository, no engine)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -36,22 +46,33 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	d, err := startDemo(ctx, demoOptions{Listen: *listen, MetricsListen: *metricsListen, Seed: *seed, Apps: *apps, Pace: *pace, Log: log})
+	d, err := startDemo(ctx, demoOptions{Listen: *listen, MetricsListen: *metricsListen, GitListen: *gitListen, Seed: *seed, Apps: *apps, Pace: *pace, Log: log})
 	if err != nil {
 		return err
 	}
 	defer d.close()
-	fmt.Fprintf(stdout, "\ndeployd demo — a simulated fleet of %d apps, with demo sign-in (not real accounts)\n\n", *apps)
-	fmt.Fprintf(stdout, "  open   %s/\n", d.URL)
-	if d.MetricsURL != "" {
-		fmt.Fprintf(stdout, "  scrape %s\n", d.MetricsURL)
-	}
-	fmt.Fprintf(stdout, "\n  sign in as one of:\n")
-	for _, u := range d.env.IdP.Users() {
-		fmt.Fprintf(stdout, "    %-6s %s\n", u.Username, u.Role)
-	}
-	fmt.Fprintln(stdout, "\n  Ctrl-C stops it.")
+	d.banner(stdout, *apps)
 	return d.run(ctx)
+}
+
+// banner is what the demo prints when it is ready: where to open it, where
+// to clone its repository, who to sign in as.
+func (d *demoServer) banner(w io.Writer, apps int) {
+	fmt.Fprintf(w, "\ndeployd demo — a simulated fleet of %d apps, with demo sign-in (not real accounts)\n\n", apps)
+	fmt.Fprintf(w, "  open   %s/\n", d.URL)
+	if d.MetricsURL != "" {
+		fmt.Fprintf(w, "  scrape %s\n", d.MetricsURL)
+	}
+	if d.repo != nil {
+		fmt.Fprintf(w, "  git    git clone %s   (change a tag, push: the engine applies it)\n", d.repo.URL)
+	} else if d.gitOff != "" {
+		fmt.Fprintf(w, "  git    %s\n", d.gitOff)
+	}
+	fmt.Fprintf(w, "\n  sign in as one of:\n")
+	for _, u := range d.env.IdP.Users() {
+		fmt.Fprintf(w, "    %-6s %s\n", u.Username, u.Role)
+	}
+	fmt.Fprintln(w, "\n  Ctrl-C stops it.")
 }
 
 // demoOptions configure a demo server.
@@ -71,7 +92,12 @@ type demoOptions struct {
 	// sign-in's public URL (redirect URI, Origin check). Default: the
 	// listener's own http://host:port.
 	PublicURL string
-	// Engine stands in for the git → cluster engine (tests); nil: disabled.
+	// GitListen is the loopback host:port the demo's manifest repository
+	// is served on; the engine then drives the simulated fleet from it.
+	// "" (or Engine set): no repository.
+	GitListen string
+	// Engine stands in for the git → cluster engine (tests); nil: the
+	// demo's own when GitListen is set, else disabled.
 	Engine handlers.Engine
 }
 
@@ -85,6 +111,10 @@ type demoServer struct {
 	plane      *plane
 	ln         net.Listener
 	pace       time.Duration
+	// repo is the manifest repository the engine reads (nil without one);
+	// gitOff says why there is none when one was asked for.
+	repo   *gitrepo.Repo
+	gitOff string
 }
 
 func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
@@ -127,6 +157,24 @@ func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
 	}
 	pcfg := projection.DefaultConfig()
 	pcfg.BaseRevision = uint64(time.Now().UnixMicro())
+	if o.Engine == nil && o.GitListen != "" {
+		eng, err := d.startEngine(ctx, o, pcfg)
+		switch {
+		case errors.Is(err, gitrepo.ErrNoGit):
+			d.gitOff = "no manifest repository and no engine: " + err.Error()
+			o.Log.Warn("the demo runs without its engine", "reason", err.Error())
+		case err != nil:
+			d.close()
+			ln.Close()
+			if mln != nil {
+				mln.Close()
+			}
+			return nil, err
+		default:
+			o.Engine = eng
+			pcfg.Engine, pcfg.EngineInstance = &projection.EngineSource{Repo: d.repo.URL, Ref: gitrepo.Branch, Path: demoRepoPath}, eng.Instance()
+		}
+	}
 	feed := cluster.NewFeed()
 	w := cluster.NewWatcherForClients(d.env.Cluster.Dynamic(), d.env.Cluster.Discovery(), nil, feed,
 		cluster.Options{Namespaces: pcfg.Namespaces, Log: o.Log})
@@ -166,7 +214,78 @@ func (d *demoServer) run(ctx context.Context) error {
 	return err
 }
 
-func (d *demoServer) close() { _ = d.env.Close() }
+func (d *demoServer) close() {
+	if d.repo != nil {
+		_ = d.repo.Close()
+	}
+	_ = d.env.Close()
+}
+
+// demoRepoPath is the folder of the demo's repository the engine reads.
+const demoRepoPath = "apps"
+
+// The demo's release pipeline and the author of the repository's first
+// commit.
+const (
+	demoReleaserName  = "release pipeline"
+	demoReleaserEmail = "release@demo.example.com"
+)
+
+// startEngine serves the demo's manifest repository, holding the fleet's
+// Apps one file each, and builds the engine that drives the simulated
+// cluster from it: a push runs it (as a webhook would), it prunes (with its
+// fuse) and heals every 30 s, rollbacks and releases are commits, and the
+// simulator's releases are commits by the release pipeline.
+func (d *demoServer) startEngine(ctx context.Context, o demoOptions, pcfg projection.Config) (*engine.Engine, error) {
+	files := map[string][]byte{}
+	for _, app := range d.env.Sim.Apps() {
+		u, ok := fleet.Manifest(app)
+		if !ok {
+			continue
+		}
+		b, err := yaml.Marshal(u.Object)
+		if err != nil {
+			return nil, err
+		}
+		files[path.Join(demoRepoPath, app.Namespace, app.Name+".yaml")] = b
+	}
+	var eng atomic.Pointer[engine.Engine]
+	repo, err := gitrepo.Start(ctx, gitrepo.Options{
+		Listen: o.GitListen, Files: files,
+		AuthorName: demoReleaserName, AuthorEmail: demoReleaserEmail,
+		Message: "The demo fleet",
+		OnPush: func() {
+			if e := eng.Load(); e != nil {
+				e.Trigger(projection.TriggerWebhook)
+			}
+		},
+		Log: o.Log.With("component", "demo-git"),
+	})
+	if err != nil {
+		if errors.Is(err, gitrepo.ErrNoGit) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the demo's manifest repository: %w (or choose another address with --git-listen, or none)", err)
+	}
+	cfg := engine.Defaults()
+	cfg.Repo, cfg.Ref, cfg.Path = repo.URL, gitrepo.Branch, demoRepoPath
+	cfg.Instance, cfg.Namespaces = "demo", pcfg.Namespaces
+	cfg.Prune, cfg.Push, cfg.Interval = true, true, 30*time.Second
+	cfg.CacheDir = filepath.Join(repo.Dir, "engine-cache")
+	e, err := engine.NewForClients(cfg, d.env.Cluster.Dynamic(), nil, o.Log.With("component", "engine"))
+	if err != nil {
+		repo.Close()
+		return nil, fmt.Errorf("the demo's engine: %w", err)
+	}
+	eng.Store(e)
+	d.repo = repo
+	d.env.Sim.DeclareReleasesWith(func(ctx context.Context, namespace, name, tag string) error {
+		_, err := e.WriteTag(ctx, engine.TagWrite{Namespace: namespace, Name: name, Tag: tag, Verb: "release",
+			AuthorName: demoReleaserName, AuthorEmail: demoReleaserEmail})
+		return err
+	})
+	return e, nil
+}
 
 // demoLogs answers pod logs of the simulated fleet, marked as simulated.
 type demoLogs struct{}

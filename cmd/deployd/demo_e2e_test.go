@@ -24,11 +24,15 @@ import (
 )
 
 // runningDemo starts the demo on a free loopback port with the simulator
-// stepped by the test only.
-func runningDemo(t *testing.T) *demoServer {
+// stepped by the test only (unless an option sets a pace).
+func runningDemo(t *testing.T, options ...func(*demoOptions)) *demoServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := startDemo(ctx, demoOptions{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Seed: 1, Apps: 30, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	o := demoOptions{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Seed: 1, Apps: 30, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, f := range options {
+		f(&o)
+	}
+	d, err := startDemo(ctx, o)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -186,7 +190,8 @@ func TestDemoSignInScopes(t *testing.T) {
 }
 
 // stepUntil steps the simulator until cond holds, at most n steps.
-func stepUntil(t *testing.T, d *demoServer, n int, what string, cond func() bool) {
+// what explains the failure, when given.
+func stepUntil(t *testing.T, d *demoServer, n int, what string, cond func() bool, explain ...func() string) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		if err := d.env.Sim.Step(t.Context()); err != nil {
@@ -201,6 +206,9 @@ func stepUntil(t *testing.T, d *demoServer, n int, what string, cond func() bool
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+	for _, f := range explain {
+		what += "\n" + f()
 	}
 	t.Fatalf("%s: not after %d simulator steps", what, n)
 }

@@ -21,6 +21,7 @@ type appEvent struct {
 	Revision  string
 	Operation string // operationState.phase of a requested sync, "" when none (a rollout's own is automated)
 	History   int
+	Images    []string // status.summary.images
 }
 
 // sseFollower reads an applications stream in the background.
@@ -79,6 +80,7 @@ func follow(t *testing.T, c *http.Client, url, token string) *sseFollower {
 									Operation struct{ InitiatedBy struct{ Automated bool } }
 								}
 								History []json.RawMessage
+								Summary struct{ Images []string }
 							}
 						}
 					}
@@ -88,7 +90,8 @@ func follow(t *testing.T, c *http.Client, url, token string) *sseFollower {
 				}
 				a := m.Result.Application
 				ev := appEvent{ID: id, Type: m.Result.Type, Namespace: a.Metadata.Namespace, Name: a.Metadata.Name,
-					Health: a.Status.Health.Status, Sync: a.Status.Sync.Status, Revision: a.Status.Sync.Revision, History: len(a.Status.History)}
+					Health: a.Status.Health.Status, Sync: a.Status.Sync.Status, Revision: a.Status.Sync.Revision, History: len(a.Status.History),
+					Images: a.Status.Summary.Images}
 				if a.Status.OperationState != nil && !a.Status.OperationState.Operation.InitiatedBy.Automated {
 					ev.Operation = a.Status.OperationState.Phase
 				}

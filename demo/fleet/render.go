@@ -403,3 +403,19 @@ func strs(list []string) []any {
 	}
 	return out
 }
+
+// Manifest is the App as a manifest repository declares it: apiVersion,
+// kind, name, namespace, labels and spec, without what a server or the
+// operator adds (uid, times, generation, status). Only Apps have one.
+func Manifest(app App) (*unstructured.Unstructured, bool) {
+	if app.Kind != KindApp {
+		return nil, false
+	}
+	st := AtRest(app)
+	u := &unstructured.Unstructured{Object: renderApp(&app, &st)}
+	delete(u.Object, "status")
+	for _, f := range []string{"uid", "creationTimestamp", "generation"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	return u, true
+}

@@ -185,3 +185,42 @@ func TestFakeClusterWatchedByDeployd(t *testing.T) {
 		return len(rs.Store.Snapshot().CDApplications()) == 1, ""
 	})
 }
+
+// Apply creates what does not exist and merges into what does, keeping the
+// status and whole numbers whole: the demo's engine writes this way.
+func TestFakeClusterApply(t *testing.T) {
+	fc := sim.NewFakeCluster(nil)
+	apps := fc.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo")
+	app := func(tag string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "hanzo.ai/v1", "kind": "App",
+			"metadata": map[string]any{"name": "iam", "namespace": "hanzo", "labels": map[string]any{"gitops.hanzo.ai/instance": "demo"}},
+			"spec":     map[string]any{"image": map[string]any{"tag": tag}, "replicas": int64(2)},
+		}}
+	}
+	opts := metav1.ApplyOptions{FieldManager: "deployd", Force: true}
+	created, err := apps.Apply(t.Context(), "iam", app("v1.0.0"), opts)
+	if err != nil {
+		t.Fatalf("apply to create: %v", err)
+	}
+	if created.GetUID() == "" || created.GetGeneration() != 1 {
+		t.Fatalf("created uid %q generation %d", created.GetUID(), created.GetGeneration())
+	}
+	if _, err := apps.Patch(t.Context(), "iam", types.MergePatchType, []byte(`{"status":{"phase":"Running"},"spec":{"role":"api"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := apps.Apply(t.Context(), "iam", app("v1.1.0"), opts)
+	if err != nil {
+		t.Fatalf("apply to change: %v", err)
+	}
+	tag, _, _ := unstructured.NestedString(out.Object, "spec", "image", "tag")
+	role, _, _ := unstructured.NestedString(out.Object, "spec", "role")
+	phase, _, _ := unstructured.NestedString(out.Object, "status", "phase")
+	replicas, found, err := unstructured.NestedInt64(out.Object, "spec", "replicas")
+	if tag != "v1.1.0" || role != "api" || phase != "Running" || !found || err != nil || replicas != 2 {
+		t.Fatalf("after apply: tag %q role %q phase %q replicas %d (%v %v)", tag, role, phase, replicas, found, err)
+	}
+	if out.GetUID() != created.GetUID() || out.GetGeneration() != 3 {
+		t.Fatalf("uid %q generation %d; want the same uid, generation 3", out.GetUID(), out.GetGeneration())
+	}
+}

@@ -95,6 +95,12 @@ func (t *serverTracker) Create(gvr schema.GroupVersionResource, obj runtime.Obje
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.create(gvr, u, ns, opts...)
+}
+
+// create stores a new object with the metadata a server gives it. Called
+// with t.mu held.
+func (t *serverTracker) create(gvr schema.GroupVersionResource, u *unstructured.Unstructured, ns string, opts ...metav1.CreateOptions) error {
 	if u.GetNamespace() == "" && gvr != fleet.NamespaceGVR {
 		u.SetNamespace(ns)
 	}
@@ -181,27 +187,65 @@ func (t *serverTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Objec
 	return nil
 }
 
+// Apply is server-side apply as far as the demo's engine needs it: an
+// object that does not exist is created; otherwise the applied
+// configuration is merged into the stored object (maps merged key by key,
+// lists and values replaced) and its status kept. Unlike a server, it
+// does not track field owners, so a field an applier stops declaring stays.
 func (t *serverTracker) Apply(gvr schema.GroupVersionResource, applyConfiguration runtime.Object, ns string, opts ...metav1.PatchOptions) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.inner.Apply(gvr, applyConfiguration, ns, opts...); err != nil {
-		return err
-	}
-	name := ""
-	if m, err := meta.Accessor(applyConfiguration); err == nil {
-		name = m.GetName()
-	}
-	applied, err := t.inner.Get(gvr, ns, name)
+	u, err := asUnstructured(applyConfiguration)
 	if err != nil {
 		return err
 	}
-	u := applied.(*unstructured.Unstructured)
-	u.SetResourceVersion(t.next())
-	if err := t.inner.Update(gvr, u, ns); err != nil {
+	// client-go's fake decodes the configuration's numbers as float64; a
+	// server keeps whole numbers whole.
+	b, err := u.MarshalJSON()
+	if err != nil {
 		return err
 	}
-	t.emit(gvr, u.GetNamespace(), watch.Modified, u)
+	u = &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, err := t.inner.Get(gvr, ns, u.GetName())
+	if apierrors.IsNotFound(err) {
+		return t.create(gvr, u, ns)
+	}
+	if err != nil {
+		return err
+	}
+	merged := old.(*unstructured.Unstructured).DeepCopy()
+	status, hasStatus := merged.Object["status"]
+	mergeInto(merged.Object, u.Object)
+	if hasStatus {
+		merged.Object["status"] = status
+	} else {
+		delete(merged.Object, "status")
+	}
+	merged.SetResourceVersion("")
+	if err := t.prepareUpdate(gvr, merged, ns); err != nil {
+		return err
+	}
+	if err := t.inner.Update(gvr, merged, ns); err != nil {
+		return err
+	}
+	t.emit(gvr, merged.GetNamespace(), watch.Modified, merged)
 	return nil
+}
+
+// mergeInto merges src into dst: maps key by key, anything else replaced.
+func mergeInto(dst, src map[string]any) {
+	for k, v := range src {
+		sm, ok := v.(map[string]any)
+		dm, ok2 := dst[k].(map[string]any)
+		if ok && ok2 {
+			mergeInto(dm, sm)
+			continue
+		}
+		dst[k] = runtime.DeepCopyJSONValue(v)
+	}
 }
 
 func (t *serverTracker) Delete(gvr schema.GroupVersionResource, ns, name string, opts ...metav1.DeleteOptions) error {

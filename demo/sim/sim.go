@@ -68,6 +68,18 @@ type Simulator struct {
 	apps    map[types.NamespacedName]*appSim
 	bad     map[string]bool // images that cannot be pulled
 	written map[string]*writtenObj
+	// declare, when set, declares a release instead of patching the App.
+	declare func(ctx context.Context, namespace, name, tag string) error
+}
+
+// DeclareReleasesWith makes the simulator's release pipeline declare each
+// new release through f (a commit to the manifest repository, when an
+// engine applies it) instead of patching the App in the cluster. f runs in
+// its own goroutine, outside the step.
+func (s *Simulator) DeclareReleasesWith(f func(ctx context.Context, namespace, name, tag string) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.declare = f
 }
 
 // appSim is one App: what it declares and the state the simulated
@@ -362,6 +374,17 @@ func (s *Simulator) release(ctx context.Context) error {
 	a := candidates[s.rng.IntN(len(candidates))]
 	tag := nextPatch(a.app.Tag)
 	if tag == "" {
+		return nil
+	}
+	if s.declare != nil {
+		declare, ns, name := s.declare, a.app.Namespace, a.app.Name
+		go func() {
+			if err := declare(ctx, ns, name, tag); err != nil && ctx.Err() == nil {
+				s.log.Warn("declare a release", "namespace", ns, "app", name, "tag", tag, "err", err)
+				return
+			}
+			s.log.Info("new release declared", "namespace", ns, "app", name, "tag", tag)
+		}()
 		return nil
 	}
 	patch := fmt.Appendf(nil, `{"spec":{"image":{"tag":%q}}}`, tag)
