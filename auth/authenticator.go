@@ -161,7 +161,9 @@ func (a *Authenticator) PublicOrigin() string { return a.public.origin }
 type ClientInfo struct {
 	Issuer   string
 	ClientID string
-	Scopes   []string
+	// CLIClientID is the client `deployd login` uses ("" : ClientID).
+	CLIClientID string
+	Scopes      []string
 }
 
 // Client describes the configured OIDC client (the zero value when a is nil).
@@ -169,7 +171,7 @@ func (a *Authenticator) Client() ClientInfo {
 	if a == nil {
 		return ClientInfo{}
 	}
-	return ClientInfo{Issuer: a.cfg.Issuer, ClientID: a.cfg.ClientID, Scopes: slices.Clone(a.cfg.Scopes)}
+	return ClientInfo{Issuer: a.cfg.Issuer, ClientID: a.cfg.ClientID, CLIClientID: a.cfg.CLIClientID, Scopes: slices.Clone(a.cfg.Scopes)}
 }
 
 // Close stops the discovery retry, if running, and waits for it. It is

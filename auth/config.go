@@ -25,6 +25,10 @@ const (
 	// CallbackPath is where the identity provider sends the browser back; the
 	// redirect URI is PublicURL + CallbackPath, never derived from a request.
 	CallbackPath = "/v1/deploy/callback"
+	// CLIRedirectURI is the redirect `deployd login` receives the code at,
+	// on whatever port it listens (a loopback redirect, RFC 8252 §7.3):
+	// register it with the identity provider for CLIClientID.
+	CLIRedirectURI = "http://127.0.0.1/callback"
 	// LoginPath starts a sign-in.
 	LoginPath = "/v1/deploy/login"
 
@@ -71,6 +75,13 @@ type Config struct {
 	// loopback, and loopback traffic never leaves the host. It carries no
 	// path, query or fragment.
 	PublicURL string
+	// CLIClientID is the public OAuth2 client `deployd login` signs in with
+	// (DEPLOY_IAM_CLI_CLIENT_ID; Argo CD's cliClientID): authorization code
+	// with PKCE through a loopback redirect, CLIRedirectURI on any port.
+	// Its tokens are accepted as ClientID's are, and the settings route
+	// advertises it. Empty: the CLI uses ClientID, which must then allow
+	// that redirect.
+	CLIClientID string
 	// ExtraAudiences are further "aud" values accepted besides ClientID
 	// (DEPLOY_IAM_EXTRA_AUDIENCES, comma separated), for tokens minted for a
 	// sibling client such as a CLI.
@@ -131,6 +142,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Issuer:       get("IAM_ENDPOINT"),
 		ClientID:     get("DEPLOY_IAM_CLIENT_ID"),
 		ClientSecret: get("DEPLOY_IAM_CLIENT_SECRET"),
+		CLIClientID:  get("DEPLOY_IAM_CLI_CLIENT_ID"),
 		PublicURL:    get("DEPLOY_PUBLIC_URL"),
 		Claims: ClaimMapping{
 			OrgClaim:       get("IAM_ORG_CLAIM"),
@@ -286,7 +298,7 @@ func checkIssuer(s string) error {
 	case "https":
 		return nil
 	case "http":
-		if isLoopbackHost(u.Hostname()) {
+		if IsLoopbackHost(u.Hostname()) {
 			return nil
 		}
 		return fmt.Errorf("%q must be https (plain http is allowed only for a loopback issuer)", s)
@@ -312,7 +324,7 @@ func parsePublicURL(s string) (publicURL, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !isLoopbackHost(u.Hostname()) {
+		if !IsLoopbackHost(u.Hostname()) {
 			return publicURL{}, fmt.Errorf("%q must be https (plain http is allowed only for 127.0.0.1, [::1] or localhost)", s)
 		}
 	default:
@@ -350,7 +362,9 @@ func Origin(raw string) (string, bool) {
 	return scheme + "://" + host, true
 }
 
-func isLoopbackHost(h string) bool {
+// IsLoopbackHost reports whether a host (no port) names this machine:
+// localhost or a loopback IP.
+func IsLoopbackHost(h string) bool {
 	if strings.EqualFold(h, "localhost") {
 		return true
 	}

@@ -96,7 +96,7 @@ func (r *rawClaims) UnmarshalJSON(b []byte) error {
 
 func (a *Authenticator) audienceAllowed(aud []string) bool {
 	for _, v := range aud {
-		if v == a.cfg.ClientID || slices.Contains(a.cfg.ExtraAudiences, v) {
+		if v == a.cfg.ClientID || (v == a.cfg.CLIClientID && v != "") || slices.Contains(a.cfg.ExtraAudiences, v) {
 			return true
 		}
 	}

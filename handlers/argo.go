@@ -86,11 +86,17 @@ type dexConnector struct {
 // oidcConfig is Argo CD's OIDCConfig as its UI reads it: with it set, the
 // login page offers "Log in via <name>", which leads to /auth/login. PKCE
 // in the browser stays off: the code flow runs on the server.
+//
+// cliClientID is Argo CD's field for the client its CLI signs in with;
+// cliRedirectURI is deployd's: the loopback redirect that client may use,
+// on any port. With them, `deployd login --server URL` needs nothing else.
 type oidcConfig struct {
-	Name     string   `json:"name"`
-	Issuer   string   `json:"issuer,omitempty"`
-	ClientID string   `json:"clientID,omitempty"`
-	Scopes   []string `json:"scopes,omitempty"`
+	Name           string   `json:"name"`
+	Issuer         string   `json:"issuer,omitempty"`
+	ClientID       string   `json:"clientID,omitempty"`
+	CLIClientID    string   `json:"cliClientID,omitempty"`
+	CLIRedirectURI string   `json:"cliRedirectURI,omitempty"`
+	Scopes         []string `json:"scopes,omitempty"`
 }
 
 type help struct {
@@ -107,12 +113,16 @@ func (s *Server) settings(c echo.Context) error {
 		return err
 	}
 	ci := s.d.Auth.Client()
+	oidc := oidcConfig{Name: "Hanzo", Issuer: ci.Issuer, ClientID: ci.ClientID, CLIClientID: ci.CLIClientID, Scopes: ci.Scopes}
+	if ci.Issuer != "" {
+		oidc.CLIRedirectURI = auth.CLIRedirectURI
+	}
 	return c.JSON(http.StatusOK, authSettings{
 		URL:                       s.d.PublicURL,
 		AppLabelKey:               projection.LabelInstance,
 		GoogleAnalytics:           googleAnalytics{AnonymizeUsers: true},
 		DexConfig:                 dexConfig{Connectors: []dexConnector{}},
-		OIDCConfig:                oidcConfig{Name: "Hanzo", Issuer: ci.Issuer, ClientID: ci.ClientID, Scopes: ci.Scopes},
+		OIDCConfig:                oidc,
 		Help:                      help{BinaryURLs: map[string]string{}},
 		UserLoginsDisabled:        true,
 		KustomizeVersions:         []string{},

@@ -274,11 +274,14 @@ type uiAuthSettings struct {
 	} `json:"dexConfig"`
 	OIDCConfig struct {
 		Name string `json:"name"`
-		// issuer, clientID and scopes are on Argo CD's OIDCConfig API
-		// type (server/settings/settings.proto).
-		Issuer   string   `json:"issuer,omitempty"`
-		ClientID string   `json:"clientID,omitempty"`
-		Scopes   []string `json:"scopes,omitempty"`
+		// issuer, clientID, cliClientID and scopes are on Argo CD's
+		// OIDCConfig API type (server/settings/settings.proto).
+		Issuer      string   `json:"issuer,omitempty"`
+		ClientID    string   `json:"clientID,omitempty"`
+		CLIClientID string   `json:"cliClientID,omitempty"`
+		Scopes      []string `json:"scopes,omitempty"`
+		// deployd's addition: the loopback redirect of deployd login.
+		CLIRedirectURI string `json:"cliRedirectURI,omitempty"`
 	} `json:"oidcConfig"`
 	Help struct {
 		ChatURL    string            `json:"chatUrl"`

@@ -58,6 +58,10 @@ type ClientOptions struct {
 	// Public makes a client without a secret (token endpoint auth "none"),
 	// which must use PKCE.
 	Public bool
+	// TokenLifespan, when set, is how long the client's ID and access
+	// tokens live, from a code grant and from a refresh alike (Hydra's
+	// per-client lifespans).
+	TokenLifespan time.Duration
 }
 
 // Server is a running Hydra.
@@ -232,6 +236,15 @@ func (s *Server) CreateClient(t testing.TB, o ClientOptions) Client {
 	}
 	if c.ID == "" || (!o.Public && c.Secret == "") {
 		t.Fatalf("hydratest: create client: no id or secret in the answer")
+	}
+	if o.TokenLifespan > 0 {
+		d := o.TokenLifespan.String()
+		if err := s.do(t.Context(), http.MethodPut, s.AdminURL+"/admin/clients/"+url.PathEscape(c.ID)+"/lifespans", map[string]any{
+			"authorization_code_grant_access_token_lifespan": d, "authorization_code_grant_id_token_lifespan": d,
+			"refresh_token_grant_access_token_lifespan": d, "refresh_token_grant_id_token_lifespan": d,
+		}, nil); err != nil {
+			t.Fatalf("hydratest: set the client's token lifespans: %v", err)
+		}
 	}
 	return Client{ID: c.ID, Secret: c.Secret}
 }

@@ -73,17 +73,41 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 	}
 }
 
-func (f clientFlags) client() (*apiClient, error) {
-	u, err := url.Parse(strings.TrimSuffix(*f.server, "/"))
-	if *f.server == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server must be deployd's URL, e.g. --server http://127.0.0.1:8080 (or set DEPLOYD_SERVER)")
+// client is the API client of the flags: the server of --server, else
+// DEPLOYD_SERVER, else the last one signed in to; the token of --token,
+// else DEPLOYD_TOKEN, else the sign-in `deployd login` kept for the
+// server (refreshed when it has expired).
+func (f clientFlags) client(ctx context.Context) (*apiClient, error) {
+	server := strings.TrimSpace(*f.server)
+	if server == "" {
+		if creds, err := loadCredentials(); err == nil {
+			server = creds.Current
+		}
 	}
 	switch *f.output {
 	case "table", "wide", "json", "yaml":
 	default:
 		return nil, fmt.Errorf("-o must be table, wide, json or yaml, not %q", *f.output)
 	}
-	return &apiClient{server: u.String(), token: *f.token, http: &http.Client{Timeout: 60 * time.Second}}, nil
+	c, err := newAPIClient(server, *f.token)
+	if err != nil {
+		return nil, err
+	}
+	if c.token == "" {
+		if c.token, err = storedToken(ctx, c.server, c.http); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// newAPIClient checks a server URL and returns a client of it.
+func newAPIClient(server, token string) (*apiClient, error) {
+	u, err := url.Parse(strings.TrimSuffix(server, "/"))
+	if server == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server must be deployd's URL, e.g. --server http://127.0.0.1:8080 (or set DEPLOYD_SERVER, or run deployd login --server URL once)")
+	}
+	return &apiClient{server: u.String(), token: token, http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
 // call sends a request and decodes a 2xx answer's JSON into out (when not
@@ -121,6 +145,12 @@ func (c *apiClient) call(ctx context.Context, method, path string, body any, out
 		msg := strings.TrimPrefix(serverMessage(bytes.NewReader(b)), ": ")
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			if c.token == "" {
+				return nil, failed("%s (HTTP 401): not signed in: run deployd login --server %s, or pass a token with --token or DEPLOYD_TOKEN", msg, c.server)
+			}
+			return nil, failed("%s (HTTP 401): the token is not accepted: sign in again with deployd login --server %s, or pass another with --token", msg, c.server)
 		}
 		return nil, failed("%s (HTTP %d)", msg, resp.StatusCode)
 	}
@@ -208,11 +238,12 @@ commands:
   wait NAME [--health] [--sync] [--timeout 5m]   until it is healthy and synced
                         (exit 0), or say its last state (exit 1)
 
-Every command takes --server (env DEPLOYD_SERVER), --token (env
-DEPLOYD_TOKEN) and -o table|wide|json|yaml. Run "deployd app <command> -h".
+Every command takes --server (env DEPLOYD_SERVER; default: the server of
+the last deployd login), --token (env DEPLOYD_TOKEN; default: the sign-in
+deployd login kept) and -o table|wide|json|yaml. Run "deployd app <command> -h".
 
 example:
-  export DEPLOYD_SERVER=http://127.0.0.1:8080 DEPLOYD_TOKEN=$(cat token)
+  deployd login --server http://127.0.0.1:8080
   deployd app list -l hanzo.ai/env=main
   deployd app rollback iam --app-namespace hanzo --revision v1.4.2
 `
@@ -292,7 +323,7 @@ func runApp(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return fmt.Errorf("app %s: name the application, e.g. %s", sub, example)
 	}
-	c, err := cf.client()
+	c, err := cf.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -377,11 +408,14 @@ func runApp(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if _, err := c.call(ctx, http.MethodPost, appPath+"/rollback", body, &r); err != nil {
 			return err
 		}
-		how := "declared"
-		if r.Commit != "" {
-			how = "committed as " + r.Commit
+		to, how := r.Status.Sync.Revision, "declared"
+		if r.Commit != "" { // the engine's App: its sync revision is the commit
+			to, how = *revision, "committed as "+r.Commit
+			if _, isID := body["id"]; isID {
+				to = "release " + *revision
+			}
 		}
-		fmt.Fprintf(stdout, "%s/%s rolls back to %s (%s)\n", r.Metadata.Namespace, r.Metadata.Name, r.Status.Sync.Revision, how)
+		fmt.Fprintf(stdout, "%s/%s rolls back to %s (%s)\n", r.Metadata.Namespace, r.Metadata.Name, to, how)
 		return nil
 	case "restart":
 		namespace := *ns
@@ -467,6 +501,12 @@ func (c *apiClient) open(ctx context.Context, path, accept string) (*http.Respon
 		msg := strings.TrimPrefix(serverMessage(resp.Body), ": ")
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			if c.token == "" {
+				return nil, failed("%s (HTTP 401): not signed in: run deployd login --server %s, or pass a token with --token or DEPLOYD_TOKEN", msg, c.server)
+			}
+			return nil, failed("%s (HTTP 401): the token is not accepted: sign in again with deployd login --server %s, or pass another with --token", msg, c.server)
 		}
 		return nil, failed("%s (HTTP %d)", msg, resp.StatusCode)
 	}
@@ -561,7 +601,7 @@ func printApps(w io.Writer, apps []cliApp, wide bool) error {
 	}
 	fmt.Fprintln(tw, head)
 	for _, a := range apps {
-		line := strings.Join([]string{a.Metadata.Name, a.Metadata.Namespace, a.Spec.Project, a.Status.Sync.Status, a.Status.Health.Status, orDash(a.Status.Sync.Revision)}, "\t")
+		line := strings.Join([]string{a.Metadata.Name, a.Metadata.Namespace, a.Spec.Project, a.Status.Sync.Status, a.Status.Health.Status, orDash(shortCommit(a.Status.Sync.Revision))}, "\t")
 		if wide {
 			line += "\t" + orDash(a.Spec.Destination.Server) + "\t" + orDash(strings.Join(a.Status.Summary.Images, ",")) + "\t" + orDash(a.Status.Health.Message)
 		}
@@ -608,8 +648,9 @@ commands:
   suspend               stop its interval and webhook runs (SuperAdmin)
   resume                start them again (SuperAdmin)
 
-Every command takes --server (env DEPLOYD_SERVER), --token (env
-DEPLOYD_TOKEN) and -o table|json|yaml.
+Every command takes --server (env DEPLOYD_SERVER; default: the server of
+the last deployd login), --token (env DEPLOYD_TOKEN; default: the sign-in
+deployd login kept) and -o table|json|yaml.
 
 example:
   deployd engine reconcile --dry-run
@@ -644,7 +685,7 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return fmt.Errorf("engine %s: unexpected argument %q", sub, fs.Arg(0))
 	}
-	c, err := cf.client()
+	c, err := cf.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -729,4 +770,18 @@ func printLineDiff(w io.Writer, a, b []string) {
 			i++
 		}
 	}
+}
+
+// shortCommit is a git commit's first seven hex digits (a table's column);
+// any other revision (a tag) as it is.
+func shortCommit(rev string) string {
+	if len(rev) != 40 {
+		return rev
+	}
+	for _, r := range rev {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return rev
+		}
+	}
+	return rev[:7]
 }

@@ -37,3 +37,16 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestShortCommit(t *testing.T) {
+	for in, want := range map[string]string{
+		"6f1d8e6955f2ab7644800da04e442363c30a0d2b": "6f1d8e6",
+		"v2.5.0": "v2.5.0",
+		"6F1D8E6955F2AB7644800DA04E442363C30A0D2B": "6F1D8E6955F2AB7644800DA04E442363C30A0D2B",
+		"": "",
+	} {
+		if got := shortCommit(in); got != want {
+			t.Errorf("shortCommit(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo"
 	"github.com/hanzoai/deploy/demo/fleet"
@@ -192,7 +193,7 @@ func loopbackOnly(flag, addr string) error {
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", flag, addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !auth.IsLoopbackHost(host) {
 		return fmt.Errorf("%s %q: the demo serves on loopback only (127.0.0.1, ::1 or localhost)", flag, addr)
 	}
 	return nil

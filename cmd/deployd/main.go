@@ -5,6 +5,8 @@
 //	deployd watch     follow a deployd server's fleet stream in the terminal
 //	deployd app       list, get, sync, roll back and restart applications
 //	deployd engine    the engine's status, a reconcile, suspend and resume
+//	deployd login     sign in to a server in the browser; later commands use the tokens
+//	deployd logout    forget a server's sign-in
 //	deployd version   print the version
 package main
 
@@ -54,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runApp(ctx, args, stdout, stderr)
 	case "engine":
 		return runEngine(ctx, args, stdout, stderr)
+	case "login":
+		return runLogin(ctx, args, stdout, stderr)
+	case "logout":
+		return runLogout(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "deployd %s (commit %s, built %s)\n", version, commit, buildDate)
 		return nil
@@ -72,6 +78,8 @@ commands:
   watch     follow a deployd server's fleet stream
   app       list, get, history, sync, rollback, restart applications
   engine    status, reconcile [--dry-run], suspend, resume the engine
+  login     sign in to a deployd server (OIDC in the browser; tokens kept for later commands)
+  logout    forget the sign-in kept for a server
   version   print the version
 Run "deployd <command> -h" for a command's flags.
 `

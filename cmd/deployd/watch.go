@@ -51,18 +51,38 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("watch: unexpected argument %q; filters are flags (--name, --project, --selector)", fs.Arg(0))
 	}
-	streamURL, err := watchURL(*server, *name, *project, *selector)
+	srv := strings.TrimSpace(*server)
+	if srv == "" { // the server of the last deployd login
+		if creds, err := loadCredentials(); err == nil {
+			srv = creds.Current
+		}
+	}
+	streamURL, err := watchURL(srv, *name, *project, *selector)
+	if err != nil {
+		return err
+	}
+	// bearer is --token, else the sign-in deployd login kept (refreshed
+	// when it has expired): read again at every subscription, so a long
+	// watch outlives its ID token.
+	bearer := func() (string, error) {
+		if *token != "" {
+			return *token, nil
+		}
+		c, err := newAPIClient(srv, "")
+		if err != nil {
+			return "", err
+		}
+		return storedToken(ctx, c.server, c.http)
+	}
+	tok, err := bearer()
 	if err != nil {
 		return err
 	}
 	if *summary {
-		return summarize(ctx, streamURL, *token, stdout)
+		return summarize(ctx, streamURL, tok, stdout)
 	}
 
 	client := sse.NewClient(streamURL, sse.ClientMaxBufferSize(16<<20))
-	if *token != "" {
-		client.Headers["Authorization"] = "Bearer " + *token
-	}
 	client.ResponseValidator = validateWatchResponse
 	reconnect := backoff.NewExponentialBackOff()
 	reconnect.MaxInterval = 10 * time.Second
@@ -75,6 +95,11 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for {
 		// Each subscription ends by itself when nothing at all arrives for
 		// watchIdle (a dead connection), and the loop subscribes again.
+		if tok, err := bearer(); err != nil {
+			return err
+		} else if tok != "" {
+			client.Headers["Authorization"] = "Bearer " + tok
+		}
 		subCtx, cancel := context.WithCancel(ctx)
 		client.ReconnectStrategy = backoff.WithContext(reconnect, subCtx)
 		idle := time.AfterFunc(watchIdle, cancel)
@@ -108,7 +133,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // watchURL builds the stream URL from the server and the filters.
 func watchURL(server, name, project, selector string) (string, error) {
 	if server == "" {
-		return "", errors.New("watch: no server: pass --server or set DEPLOYD_SERVER (e.g. http://127.0.0.1:8080)")
+		return "", errors.New("watch: no server: pass --server or set DEPLOYD_SERVER (e.g. http://127.0.0.1:8080), or run deployd login --server URL once")
 	}
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -140,7 +165,7 @@ func validateWatchResponse(_ *sse.Client, resp *http.Response) error {
 	msg := serverMessage(resp.Body)
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
-		return backoff.Permanent(fmt.Errorf("watch: the server refused the token (401 Unauthorized%s): it is missing, invalid or expired; sign in again and pass it with --token or DEPLOYD_TOKEN: %w", msg, errWatchRefused))
+		return backoff.Permanent(fmt.Errorf("watch: the server refused the token (401 Unauthorized%s): it is missing, invalid or expired; sign in again (deployd login, or pass a token with --token or DEPLOYD_TOKEN): %w", msg, errWatchRefused))
 	case http.StatusForbidden:
 		return backoff.Permanent(fmt.Errorf("watch: the token is valid but may not read the fleet (403 Forbidden%s): its account needs an organization: %w", msg, errWatchRefused))
 	case http.StatusBadRequest:

@@ -49,7 +49,7 @@ func summarize(ctx context.Context, streamURL, token string, stdout io.Writer) e
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return fmt.Errorf("watch --summary: the server refused the token (401 Unauthorized%s): it is missing, invalid or expired; sign in again and pass it with --token or DEPLOYD_TOKEN", serverMessage(resp.Body))
+		return fmt.Errorf("watch --summary: the server refused the token (401 Unauthorized%s): it is missing, invalid or expired; sign in again (deployd login, or pass a token with --token or DEPLOYD_TOKEN)", serverMessage(resp.Body))
 	case http.StatusForbidden:
 		return fmt.Errorf("watch --summary: the token is valid but may not read the fleet (403 Forbidden%s)", serverMessage(resp.Body))
 	default:

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hanzoai/deploy/auth"
 )
 
 // Name is the repository's name in its URL.
@@ -80,7 +82,7 @@ func Start(ctx context.Context, o Options) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", o.Listen, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !auth.IsLoopbackHost(host) {
 		return nil, fmt.Errorf("%q: the demo's repository is served on loopback only (anyone who reaches it can push)", o.Listen)
 	}
 	dir, err := os.MkdirTemp("", "deployd-demo-git-")

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -20,6 +21,10 @@ import (
 // UserParam is the query parameter the sign-in page adds to the
 // authorization request: the subject of the chosen user.
 const UserParam = "demo_user"
+
+// CLIClientID is the public client `deployd login` signs in with: it
+// uses PKCE and no secret, and may redirect only to a loopback address.
+const CLIClientID = "deployd-cli"
 
 // TokenLifetime is how long the ID tokens the provider issues are valid.
 const TokenLifetime = 8 * time.Hour
@@ -108,6 +113,7 @@ func (p *IdP) AuthConfig(publicURL string) auth.Config {
 		Issuer:       p.Issuer(),
 		ClientID:     p.ClientID(),
 		ClientSecret: p.ClientSecret(),
+		CLIClientID:  CLIClientID,
 		PublicURL:    publicURL,
 		Scopes:       []string{"openid", "profile", "email", "groups"},
 	}
@@ -149,6 +155,9 @@ func (p *IdP) front(next http.Handler) http.Handler {
 			p.authorize(w, r, next)
 			return
 		}
+		if r.URL.Path == mockoidc.TokenEndpoint && !p.cliToken(w, r) {
+			return
+		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		next.ServeHTTP(w, r)
@@ -164,6 +173,13 @@ func (p *IdP) authorize(w http.ResponseWriter, r *http.Request, next http.Handle
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "malformed authorization request", http.StatusBadRequest)
 		return
+	}
+	if r.Form.Get("client_id") == CLIClientID {
+		if !loopbackRedirect(r.Form.Get("redirect_uri")) {
+			http.Error(w, "the CLI's client redirects to a loopback address only, like "+auth.CLIRedirectURI, http.StatusBadRequest)
+			return
+		}
+		r.Form.Set("client_id", p.m.ClientID) // mockoidc knows one client
 	}
 	subject := r.Form.Get(UserParam)
 	if subject == "" && p.acceptable(r) {
@@ -201,4 +217,42 @@ func (p *IdP) clearQueue() {
 	q.Lock()
 	q.Queue = nil
 	q.Unlock()
+}
+
+// cliToken lets the CLI's public client use mockoidc's token endpoint,
+// which knows one confidential client: a request from CLIClientID without
+// a secret is made as that client (PKCE still binds the code to the CLI's
+// verifier). It answers false when it has answered the request itself.
+func (p *IdP) cliToken(w http.ResponseWriter, r *http.Request) bool {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "malformed token request", http.StatusBadRequest)
+		return false
+	}
+	if r.PostForm.Get("client_id") != CLIClientID {
+		return true
+	}
+	if r.PostForm.Get("client_secret") != "" {
+		http.Error(w, "the CLI's client is public: it sends no secret", http.StatusUnauthorized)
+		return false
+	}
+	if r.PostForm.Get("grant_type") == "authorization_code" && r.PostForm.Get("code_verifier") == "" {
+		http.Error(w, "the CLI's client must use PKCE", http.StatusBadRequest)
+		return false
+	}
+	for _, f := range []url.Values{r.Form, r.PostForm} {
+		f.Set("client_id", p.m.ClientID)
+		f.Set("client_secret", p.m.ClientSecret)
+	}
+	return true
+}
+
+// loopbackRedirect reports whether u is an http URL on a loopback address
+// (any port) at auth.CLIRedirectURI's path.
+func loopbackRedirect(u string) bool {
+	ru, err := url.Parse(u)
+	if err != nil || ru.Scheme != "http" || ru.User != nil {
+		return false
+	}
+	want, _ := url.Parse(auth.CLIRedirectURI)
+	return auth.IsLoopbackHost(ru.Hostname()) && ru.Path == want.Path
 }
