@@ -142,6 +142,68 @@ func TestDemoGitLoop(t *testing.T) {
 		t.Fatalf("after the rollback the file declares:\n%s", b)
 	}
 	head := gitCmd(t, clone, "rev-parse", "HEAD")
+
+	// The engine's panel, a dry-run preview and the App's history from git.
+	get := func(path string, out any) {
+		t.Helper()
+		resp, err := ada.Get(d.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(out) != nil {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
+	var panel struct {
+		Engine struct {
+			Enabled bool
+			Source  struct{ Repo string }
+		}
+	}
+	get("/v1/deploy/gitops", &panel)
+	status := panel.Engine
+	if !status.Enabled || status.Source.Repo != m[1] {
+		t.Fatalf("the engine panel: %+v, want enabled reading %s", status, m[1])
+	}
+	req, _ = http.NewRequest(http.MethodPost, d.URL+"/v1/deploy/reconcile?dryRun=true", nil)
+	req.Header.Set("Origin", d.URL)
+	resp, err = ada.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var preview struct {
+		Revision string
+		Declared int
+		Results  []struct{ Message string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&preview); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("dry run: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	dry := len(preview.Results) > 0
+	for _, r := range preview.Results {
+		dry = dry && strings.HasPrefix(r.Message, "dry run")
+	}
+	if apps := len(d.env.Sim.Apps()); !dry || preview.Revision != head || preview.Declared == 0 || preview.Declared > apps {
+		t.Fatalf("dry run: %+v, want a preview of %s declaring the demo's Apps (%d entries)", preview, head, apps)
+	}
+	var billing struct {
+		Status struct {
+			History []struct {
+				Revision    string
+				InitiatedBy struct{ Username string }
+			}
+		}
+	}
+	get("/api/v1/applications/billing?appNamespace=hanzo", &billing)
+	var by []string
+	for _, h := range billing.Status.History {
+		by = append(by, h.Revision+" by "+h.InitiatedBy.Username)
+	}
+	if !slices.Contains(by, newTag+" by Newcomer <newcomer@example.com>") {
+		t.Fatalf("billing's history from git: %v, want %s by the newcomer who pushed it", by, newTag)
+	}
 	stepUntil(t, d, 15, "billing rolled back to "+app.Tag+" at "+head, func() bool {
 		ev := f.of("hanzo", "billing")
 		last := ev[len(ev)-1]
