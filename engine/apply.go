@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/projection/drift"
 )
 
 // applyWorkers bounds the applies a run has in flight at once.
@@ -69,13 +70,11 @@ func (e *Engine) listLive(ctx context.Context) (liveSet, error) {
 	return live, nil
 }
 
-// prepare strips what an apply must not carry (server-set metadata and
-// status, which the main resource ignores) from a rendered object.
+// prepare strips what an apply must not carry from a rendered object: what
+// the cluster manages (drift.Normalize), which is also what a comparison
+// ignores.
 func prepare(u *unstructured.Unstructured) {
-	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp"} {
-		unstructured.RemoveNestedField(u.Object, "metadata", f)
-	}
-	delete(u.Object, "status")
+	u.Object = drift.Normalize(u.Object)
 }
 
 // desiredObject turns an admitted object into its desired state: prepared,
@@ -166,7 +165,7 @@ func (e *Engine) plan(r run, objs []admittedObj, live liveSet) applyPlan {
 		i := len(p.objs)
 		p.objs = append(p.objs, o)
 		res := projection.ReconcileResult{Resource: o.resource}
-		if sameDesired && subset(u.Object, l.Object) {
+		if sameDesired && !drift.Drifted(l.Object, u.Object) {
 			res.Status, res.Message = projection.ResultSynced, dry(r, "unchanged")
 		} else {
 			p.jobs = append(p.jobs, applyJob{i: i, send: u, created: l == nil, heal: sameDesired})
@@ -247,62 +246,6 @@ func (e *Engine) applyOne(ctx context.Context, r run, o admittedObj, j applyJob,
 		res.Message = "would be " + res.Message
 	}
 	res.Message = dry(r, res.Message)
-}
-
-// subset reports whether every field of want is in have with the same
-// value (lists must match element by element). Numbers compare by value.
-func subset(want, have any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		h, ok := have.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, wv := range w {
-			hv, present := h[k]
-			if !present {
-				if wv == nil {
-					continue
-				}
-				return false
-			}
-			if !subset(wv, hv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		h, ok := have.([]any)
-		if !ok || len(h) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !subset(w[i], h[i]) {
-				return false
-			}
-		}
-		return true
-	case int64, float64, int, int32:
-		wf, ok1 := number(want)
-		hf, ok2 := number(have)
-		return ok1 && ok2 && wf == hf
-	default:
-		return want == have
-	}
-}
-
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return float64(x), true
-	case float64:
-		return x, true
-	case int:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	}
-	return 0, false
 }
 
 // safeAPIError is the API server's reason for refusing a request, or a

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/projection/drift/drifttest"
 )
 
 func testPolicy() Policy {
@@ -104,26 +105,6 @@ func FuzzPolicy(f *testing.F) {
 	})
 }
 
-func TestSubset(t *testing.T) {
-	live := map[string]any{"spec": map[string]any{"replicas": int64(2), "image": map[string]any{"tag": "v1", "repository": "r"}, "ports": []any{int64(80)}}, "status": map[string]any{}}
-	cases := []struct {
-		want map[string]any
-		ok   bool
-	}{
-		{map[string]any{"spec": map[string]any{"replicas": float64(2)}}, true},
-		{map[string]any{"spec": map[string]any{"image": map[string]any{"tag": "v1"}}}, true},
-		{map[string]any{"spec": map[string]any{"image": map[string]any{"tag": "v2"}}}, false},
-		{map[string]any{"spec": map[string]any{"ports": []any{int64(80), int64(81)}}}, false},
-		{map[string]any{"spec": map[string]any{"missing": "x"}}, false},
-		{map[string]any{"spec": map[string]any{"missing": nil}}, true},
-	}
-	for i, c := range cases {
-		if got := subset(c.want, live); got != c.ok {
-			t.Errorf("case %d: got %v, want %v", i, got, c.ok)
-		}
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	bad := map[string]func(*Config){
 		"credentials over plain http": func(c *Config) { c.Repo = "http://git.example.com/r.git"; c.Auth = []byte("tok") },
@@ -155,6 +136,44 @@ func TestConfigValidate(t *testing.T) {
 		mut(&c)
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestDriftPairs: the engine's self-heal decision on each drift pair — a
+// live object carrying the hash of the desired state it was applied from,
+// which git still declares — is to send it exactly when the pair drifted,
+// as the diff routes show it modified (handlers' TestDriftPairsModified).
+func TestDriftPairs(t *testing.T) {
+	e := &Engine{cfg: Config{Instance: "demo"}}
+	for _, p := range drifttest.Pairs() {
+		want := &unstructured.Unstructured{Object: p.Desired}
+		applied := want.DeepCopy()
+		prepare(applied)
+		live := &unstructured.Unstructured{Object: p.Live}
+		labels := live.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[projection.LabelEngineInstance] = "demo"
+		live.SetLabels(labels)
+		ann := live.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		// What the engine's last apply of it left.
+		ann[AnnotationDesiredHash] = desiredHash(applied)
+		ann[projection.AnnotationEngineRevision], ann[projection.AnnotationEngineRun] = "abc", "run-1"
+		ann[projection.AnnotationEngineAppliedAt] = "2026-12-01T00:00:00Z"
+		live.SetAnnotations(ann)
+		key := objKey{projection.KindApp, drifttest.Namespace, drifttest.Name}
+		plan := e.plan(run{id: "t", sha: "abc"}, []admittedObj{{key: key, obj: want, resource: "App/gateway"}},
+			liveSet{ours: map[objKey]*unstructured.Unstructured{key: live}})
+		if sent := len(plan.jobs) == 1; sent != p.Drifted {
+			t.Errorf("%s: the engine sends it: %v, want %v (drifted)", p.Name, sent, p.Drifted)
+		}
+		if len(plan.jobs) == 1 && !plan.jobs[0].heal {
+			t.Errorf("%s: sent, but not as a self-heal", p.Name)
 		}
 	}
 }

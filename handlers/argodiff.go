@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/projection/drift"
 )
 
 // resourceDiffItem is Argo CD's ResourceDiff: the states are JSON strings
@@ -83,25 +84,13 @@ func matchFilter(f map[string]string, ki projection.KindInfo, o *projection.Obje
 		(f["version"] == "" || f["version"] == ki.Version)
 }
 
-// desiredOf is the desired side of an object, as the native resource route
-// takes it: the engine's rendering when the engine manages it ("git"), else
-// its parseable last-applied configuration ("last-applied"), else none.
-func (s *Server) desiredOf(k projection.Kind, live map[string]any) (map[string]any, string) {
-	md, _ := live["metadata"].(map[string]any)
-	ns, _ := md["namespace"].(string)
-	name, _ := md["name"].(string)
-	if s.d.Engine != nil {
-		if d, ok := s.d.Engine.Desired(k, ns, name); ok && d != nil {
-			return d, "git"
-		}
+// rendered is the engine's rendering of the objects it declares, nil when
+// the engine is disabled: where drift.Desired looks first.
+func (s *Server) rendered() drift.Rendered {
+	if s.d.Engine == nil {
+		return nil
 	}
-	ann, _ := md["annotations"].(map[string]any)
-	raw, _ := ann[projection.AnnotationLastApplied].(string)
-	var desired map[string]any
-	if raw == "" || json.Unmarshal([]byte(raw), &desired) != nil || desired == nil {
-		return nil, "none"
-	}
-	return desired, "last-applied"
+	return s.d.Engine.Desired
 }
 
 // diffItem compares one object's live state with its desired state, both
@@ -117,8 +106,8 @@ func (s *Server) diffItem(n *projection.NodeInfo, live map[string]any) (resource
 		return item, err
 	}
 	item.LiveState = string(lm)
-	desired, _ := s.desiredOf(n.Obj.Kind, live)
-	normLive := normalize(live)
+	desired, _ := drift.Desired(n.Obj.Kind, live, s.rendered())
+	normLive := drift.Normalize(live)
 	if desired == nil {
 		b, err := json.Marshal(normLive)
 		if err != nil {
@@ -127,11 +116,11 @@ func (s *Server) diffItem(n *projection.NodeInfo, live map[string]any) (resource
 		item.TargetState, item.NormalizedLiveState, item.PredictedLiveState = "null", string(b), string(b)
 		return item, nil
 	}
-	d, err := diffAgainst(live, desired)
+	d, err := drift.Compare(live, desired)
 	if err != nil {
 		return item, err
 	}
-	cut, err := json.Marshal(declaredPart(normLive, d.DesiredManifest))
+	cut, err := json.Marshal(drift.Declared(normLive, d.DesiredManifest))
 	if err != nil {
 		return item, err
 	}
@@ -190,7 +179,7 @@ func (s *Server) manifests(c echo.Context) error {
 		if live == nil {
 			continue
 		}
-		desired, _ := s.desiredOf(n.Obj.Kind, live)
+		desired, _ := drift.Desired(n.Obj.Kind, live, s.rendered())
 		if desired == nil {
 			continue
 		}

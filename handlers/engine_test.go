@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/projection/drift/drifttest"
 )
 
 // fakeEngine is the engine as the routes see it: it answers a fixed report
@@ -526,5 +528,52 @@ func TestStreamManagedApp(t *testing.T) {
 	if !strings.HasPrefix(modified, `{"result":{"type":"MODIFIED"`) || !strings.Contains(modified, `"revision":"fedcba9876543210fedcba9876543210fedcba98"}`) ||
 		!strings.Contains(modified, `"message":"engine run 20261130T120000Z-43 applied revision fedcba9876543210fedcba9876543210fedcba98"`) {
 		t.Fatalf("MODIFIED: %s", modified)
+	}
+}
+
+// TestDriftPairsModified: each drift pair through the routes — the desired
+// side from the engine (managed-resources) and from the last-applied
+// configuration (the native resource route) — is modified exactly when it
+// drifted, as the engine decides (engine's TestDriftPairs).
+func TestDriftPairsModified(t *testing.T) {
+	env, f := newEngineEnv(t)
+	root := env.token(t, userRoot, time.Hour)
+	key := liveKey(projection.KindApp, drifttest.Namespace, drifttest.Name)
+	orig := env.live.objs[key]
+	t.Cleanup(func() { env.live.objs[key] = orig })
+	for _, p := range drifttest.Pairs() {
+		env.live.objs[key] = p.Live
+		f.mu.Lock()
+		f.desired[key] = p.Desired
+		f.mu.Unlock()
+		r := env.get(t, "/api/v1/applications/gateway/managed-resources?kind=App", root)
+		var ans uiManagedResourcesResponse
+		if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &ans) != nil || len(ans.Items) != 1 {
+			t.Fatalf("%s: managed-resources: %d %s", p.Name, r.code, r.body)
+		}
+		if ans.Items[0].Modified != p.Drifted {
+			t.Errorf("%s: managed-resources modified %v, want %v", p.Name, ans.Items[0].Modified, p.Drifted)
+		}
+
+		f.mu.Lock()
+		delete(f.desired, key)
+		f.mu.Unlock()
+		applied, _ := json.Marshal(p.Desired)
+		live := p.Live
+		md := live["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		if ann == nil {
+			ann = map[string]any{}
+			md["annotations"] = ann
+		}
+		ann[projection.AnnotationLastApplied] = string(applied)
+		r = env.get(t, "/v1/deploy/gateway/resource/hanzo.ai:App:hanzo:gateway?namespace=hanzo", root)
+		var res resourceWire
+		if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &res) != nil || res.DesiredSource != "last-applied" {
+			t.Fatalf("%s: the resource route: %d %s", p.Name, r.code, r.body)
+		}
+		if res.Diff.Modified != p.Drifted {
+			t.Errorf("%s: the resource route's modified %v, want %v", p.Name, res.Diff.Modified, p.Drifted)
+		}
 	}
 }

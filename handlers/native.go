@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/projection/drift"
 )
 
 // nativeParams: the native routes name the namespace with ?namespace=
@@ -78,7 +79,7 @@ type resourceAnswer struct {
 	HealthMessage string         `json:"healthMessage"`
 	LiveManifest  map[string]any `json:"liveManifest"`
 	DesiredSource string         `json:"desiredSource"`
-	Diff          resourceDiff   `json:"diff"`
+	Diff          drift.Diff     `json:"diff"`
 }
 
 // resource answers one node's live manifest and its desired-vs-live diff.
@@ -118,26 +119,12 @@ func (s *Server) resource(c echo.Context) error {
 			ans.Health, ans.HealthMessage = string(h.Status), h.Message
 		}
 	}
-	if desired, ok := s.desiredFromGit(r); ok {
-		ans.DesiredSource = "git"
-		ans.Diff, err = diffAgainst(live, desired)
-	} else {
-		ans.DesiredSource, ans.Diff, err = desiredVsLive(live)
-	}
-	if err != nil {
+	var desired map[string]any
+	desired, ans.DesiredSource = drift.Desired(r.kind, live, s.rendered())
+	if ans.Diff, err = drift.Compare(live, desired); err != nil {
 		return errorCause(http.StatusBadGateway, "the difference could not be computed", err)
 	}
 	return c.JSON(http.StatusOK, ans)
-}
-
-// desiredFromGit is the object as the engine's last rendering declared
-// it, when the engine is enabled and manages it.
-func (s *Server) desiredFromGit(r ref) (map[string]any, bool) {
-	if s.d.Engine == nil {
-		return nil, false
-	}
-	desired, ok := s.d.Engine.Desired(r.kind, r.namespace, r.name)
-	return desired, ok && desired != nil
 }
 
 func labelledFor(obj map[string]any, app string) bool {
