@@ -53,7 +53,7 @@ func builtinSource(cs kubernetes.Interface, md metadata.Interface, k projection.
 		c := cs.AutoscalingV2().HorizontalPodAutoscalers(metav1.NamespaceAll)
 		return listWatch(c.List, c.Watch), &autoscalingv2.HorizontalPodAutoscaler{}
 	case projection.KindConfigMap, projection.KindPDB:
-		c := md.Resource(GVR(k)).Namespace(metav1.NamespaceAll)
+		c := md.Resource(k.GVR()).Namespace(metav1.NamespaceAll)
 		return listWatch(c.List, c.Watch), &metav1.PartialObjectMetadata{}
 	}
 	return nil, nil

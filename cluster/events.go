@@ -26,7 +26,7 @@ func (w *Watcher) Events(ctx context.Context, namespace, uid string) ([]map[stri
 	if uid != "" {
 		opts.FieldSelector = fields.OneTermEqualSelector("involvedObject.uid", uid).String()
 	}
-	list, err := w.dyn.Resource(GVR(projection.KindEvent)).Namespace(namespace).List(ctx, opts)
+	list, err := w.dyn.Resource(projection.KindEvent.GVR()).Namespace(namespace).List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func (w *Watcher) RootsAt(ctx context.Context, pos uint64) ([]*projection.Object
 		if !served[k] {
 			continue
 		}
-		res := w.dyn.Resource(GVR(k)).Namespace(metav1.NamespaceAll)
+		res := w.dyn.Resource(k.GVR()).Namespace(metav1.NamespaceAll)
 		opts := metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Limit: historyPage}
 		for {
 			list, err := res.List(ctx, opts)

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -37,7 +36,7 @@ func TestRootsAt(t *testing.T) {
 		t.Fatalf("the fixture has no tenant-acme/worker: %v", want)
 	}
 
-	if err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("tenant-acme").Delete(t.Context(), "worker", metav1.DeleteOptions{}); err != nil {
+	if err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("tenant-acme").Delete(t.Context(), "worker", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.ApplyFleet(t, []*unstructured.Unstructured{clustertest.Object(t, `

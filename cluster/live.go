@@ -21,7 +21,7 @@ func (w *Watcher) Get(ctx context.Context, kind projection.Kind, namespace, name
 	if w.dyn == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotConfigured, w.reason)
 	}
-	u, err := w.dyn.Resource(GVR(kind)).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	u, err := w.dyn.Resource(kind.GVR()).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

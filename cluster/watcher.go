@@ -254,7 +254,7 @@ func (w *Watcher) servedKinds() (map[projection.Kind]bool, error) {
 }
 
 func (w *Watcher) startKind(ctx context.Context, k projection.Kind) {
-	gvr := GVR(k)
+	gvr := k.GVR()
 	var inf cache.SharedIndexInformer
 	if w.typed != nil {
 		if lw, example := builtinSource(w.typed, w.meta, k); lw != nil {

@@ -103,7 +103,7 @@ func TestWatchFleet(t *testing.T) {
 	if nodes == 0 {
 		t.Fatal("no tree nodes: the check above proves nothing")
 	}
-	live, err := c.Dynamic().Resource(cluster.GVR(projection.KindService)).Namespace("hanzo").Get(t.Context(), "iam", metav1.GetOptions{})
+	live, err := c.Dynamic().Resource(projection.KindService.GVR()).Namespace("hanzo").Get(t.Context(), "iam", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ spec:
 status: {phase: Running, readyReplicas: 2, availableReplicas: 2, observedGeneration: 1}
 `)
 	c.ApplyFleet(t, []*unstructured.Unstructured{app})
-	stored, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "web", metav1.GetOptions{})
+	stored, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(t.Context(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ spec:
 	}
 
 	// Check 3: delete the App; the garbage collector removes its children.
-	if err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
+	if err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.WaitFor(t, 60*time.Second, func() (bool, error) {
@@ -226,7 +226,7 @@ func TestWatchAPIServerRestart(t *testing.T) {
 
 	c.RestartAPIServer(t)
 	// Changes after the restart: one app deleted, one created.
-	if err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("tenant-acme").Delete(t.Context(), "worker", metav1.DeleteOptions{}); err != nil {
+	if err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("tenant-acme").Delete(t.Context(), "worker", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.ApplyFleet(t, []*unstructured.Unstructured{clustertest.Object(t, `
@@ -271,7 +271,7 @@ func TestWatchExpiredRelists(t *testing.T) {
 	}
 
 	proxy.cut()
-	if err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Delete(t.Context(), "gateway", metav1.DeleteOptions{}); err != nil {
+	if err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Delete(t.Context(), "gateway", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.ApplyFleet(t, []*unstructured.Unstructured{clustertest.Object(t, `

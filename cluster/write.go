@@ -23,7 +23,7 @@ func (w *Watcher) MergePatch(ctx context.Context, kind projection.Kind, namespac
 	if w.dyn == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotConfigured, w.reason)
 	}
-	u, err := w.dyn.Resource(GVR(kind)).Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	u, err := w.dyn.Resource(kind.GVR()).Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, err
 	}

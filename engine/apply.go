@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/projection/drift"
@@ -29,11 +28,6 @@ type admittedObj struct {
 	key      objKey
 	obj      *unstructured.Unstructured
 	resource string
-}
-
-func gvr(k projection.Kind) schema.GroupVersionResource {
-	ki := k.Info()
-	return schema.GroupVersionResource{Group: ki.Group, Version: ki.Version, Resource: ki.Resource}
 }
 
 // liveSet is what a run found live: the objects of the allowed kinds
@@ -50,7 +44,7 @@ type liveSet struct {
 func (e *Engine) listLive(ctx context.Context) (liveSet, error) {
 	live := liveSet{ours: map[objKey]*unstructured.Unstructured{}, theirs: map[objKey]string{}}
 	for _, k := range e.cfg.Allow {
-		list, err := e.dyn.Resource(gvr(k)).List(ctx, metav1.ListOptions{LabelSelector: projection.LabelEngineInstance})
+		list, err := e.dyn.Resource(k.GVR()).List(ctx, metav1.ListOptions{LabelSelector: projection.LabelEngineInstance})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -226,7 +220,7 @@ func (e *Engine) applyOne(ctx context.Context, r run, o admittedObj, j applyJob,
 		res.Status, res.Message = projection.ResultSyncFailed, dry(r, err.Error())
 		return
 	}
-	out, err := e.dyn.Resource(gvr(o.key.kind)).Namespace(o.key.namespace).Apply(ctx, o.key.name, j.send, opts)
+	out, err := e.dyn.Resource(o.key.kind.GVR()).Namespace(o.key.namespace).Apply(ctx, o.key.name, j.send, opts)
 	if err != nil {
 		res.Status, res.Message = projection.ResultSyncFailed, dry(r, safeAPIError(err))
 		return

@@ -97,7 +97,7 @@ func createNamespaces(t testing.TB, c *clustertest.Cluster, names ...string) {
 
 func getApp(t *testing.T, c *clustertest.Cluster, ns, name string) *unstructured.Unstructured {
 	t.Helper()
-	u, err := c.Dynamic().Resource(gvr(projection.KindApp)).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	u, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get App %s/%s: %v", ns, name, err)
 	}
@@ -106,7 +106,7 @@ func getApp(t *testing.T, c *clustertest.Cluster, ns, name string) *unstructured
 
 func appExists(t *testing.T, c *clustertest.Cluster, ns, name string) bool {
 	t.Helper()
-	_, err := c.Dynamic().Resource(gvr(projection.KindApp)).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	_, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false
 	}
@@ -121,7 +121,7 @@ func versions(t *testing.T, c *clustertest.Cluster, namespaces ...string) map[st
 	t.Helper()
 	out := map[string]string{}
 	for _, ns := range namespaces {
-		list, err := c.Dynamic().Resource(gvr(projection.KindApp)).Namespace(ns).List(t.Context(), metav1.ListOptions{})
+		list, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(ns).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

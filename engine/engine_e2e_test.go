@@ -328,7 +328,7 @@ func testSelfHeal(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) 
 
 	c.WaitFor(t, 20*time.Second, func() (bool, error) { return appExists(t, c, "hanzo", "h-app"), nil })
 	applied := getApp(t, c, "hanzo", "h-app").GetAnnotations()
-	_, err := c.Dynamic().Resource(gvr(projection.KindApp)).Namespace("hanzo").Patch(t.Context(), "h-app", types.MergePatchType,
+	_, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Patch(t.Context(), "h-app", types.MergePatchType,
 		[]byte(`{"spec":{"image":{"tag":"hand-edited"}}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"})
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func (e *Engine) prune(ctx context.Context, r run, names map[nsName]bool, live l
 		if r.dryRun {
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
-		err := e.dyn.Resource(gvr(k.kind)).Namespace(k.namespace).Delete(ctx, k.name, opts)
+		err := e.dyn.Resource(k.kind.GVR()).Namespace(k.namespace).Delete(ctx, k.name, opts)
 		switch {
 		case err == nil:
 			res.Status, res.Message = projection.ResultPruned, "pruned"

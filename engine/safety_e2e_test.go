@@ -57,7 +57,7 @@ func annotateApp(t *testing.T, c *clustertest.Cluster, ns, name string, ann map[
 		patch += `"` + k + `":"` + v + `"`
 	}
 	patch += `}}}`
-	if _, err := c.Dynamic().Resource(gvr(projection.KindApp)).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -65,7 +65,7 @@ func annotateApp(t *testing.T, c *clustertest.Cluster, ns, name string, ann map[
 func setTag(t *testing.T, c *clustertest.Cluster, ns, name, tag string) {
 	t.Helper()
 	patch := `{"spec":{"image":{"tag":"` + tag + `"}}}`
-	if _, err := c.Dynamic().Resource(gvr(projection.KindApp)).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+	if _, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -167,7 +167,7 @@ func testOwnership(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server)
 	loose.SetName("own-loose")
 	loose.SetLabels(nil)
 	for _, u := range []*unstructured.Unstructured{theirs, loose} {
-		if _, err := c.Dynamic().Resource(gvr(projection.KindApp)).Namespace("hanzo").Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,10 @@
 package projection
 
-import "strings"
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // Kind identifies one kind of object deployd understands.
 type Kind uint8
@@ -84,6 +88,14 @@ func (k Kind) Info() KindInfo {
 	return kindInfos[k]
 }
 
+// GVR is the group/version/resource the kind is read and written at: the
+// one mapping of a kind to its API resource (GVROf finds it from an
+// object's apiVersion and kind).
+func (k Kind) GVR() schema.GroupVersionResource {
+	ki := k.Info()
+	return schema.GroupVersionResource{Group: ki.Group, Version: ki.Version, Resource: ki.Resource}
+}
+
 // String is the Kubernetes kind name ("Deployment"), or "Unknown".
 func (k Kind) String() string {
 	if k < kindCount && kindInfos[k].Name != "" {
@@ -142,4 +154,14 @@ func LookupKindByAPIVersion(apiVersion, name string) Kind {
 		return KindUnknown
 	}
 	return k
+}
+
+// GVROf is the resource of an object of a registry kind, named by its
+// apiVersion and kind; false for any other kind.
+func GVROf(apiVersion, kind string) (schema.GroupVersionResource, bool) {
+	k := LookupKindByAPIVersion(apiVersion, kind)
+	if k == KindUnknown {
+		return schema.GroupVersionResource{}, false
+	}
+	return k.GVR(), true
 }

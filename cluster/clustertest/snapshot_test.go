@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/projection"
 )
 
 // A tiny fleet: 20 Apps of 2 pods each.
@@ -57,9 +58,9 @@ func TestSnapshot(t *testing.T) {
 	appRes := func(c *Cluster) interface {
 		Get(context.Context, string, metav1.GetOptions, ...string) (*unstructured.Unstructured, error)
 	} {
-		gvr, err := fleet.GVR(app)
-		if err != nil {
-			t.Fatal(err)
+		gvr, ok := projection.GVROf(app.GetAPIVersion(), app.GetKind())
+		if !ok {
+			t.Fatalf("%s is not a registry kind", app.GetKind())
 		}
 		return c.Dynamic().Resource(gvr).Namespace(app.GetNamespace())
 	}
@@ -140,7 +141,7 @@ func TestSnapshot(t *testing.T) {
 	t.Run("second start copies the snapshot", func(t *testing.T) {
 		c := run(t)
 		patch := []byte(`{"spec":{"image":{"tag":"changed-in-run-2"}}}`)
-		gvr, _ := fleet.GVR(app)
+		gvr, _ := projection.GVROf(app.GetAPIVersion(), app.GetKind())
 		if _, err := c.Dynamic().Resource(gvr).Namespace(app.GetNamespace()).Patch(t.Context(), app.GetName(),
 			types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatalf("patch App: %v", err)
@@ -158,9 +159,9 @@ func countByResource(t *testing.T, objs []*unstructured.Unstructured) map[schema
 	t.Helper()
 	n := map[schema.GroupVersionResource]int{}
 	for _, o := range objs {
-		gvr, err := fleet.GVR(o)
-		if err != nil {
-			t.Fatal(err)
+		gvr, ok := projection.GVROf(o.GetAPIVersion(), o.GetKind())
+		if !ok {
+			t.Fatalf("%s is not a registry kind", o.GetKind())
 		}
 		n[gvr]++
 	}

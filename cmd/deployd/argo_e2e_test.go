@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -102,7 +101,7 @@ spec: {image: {repository: ghcr.io/hanzoai/blog, tag: v2.0.0}}
 	// changed.)
 	written := func() string {
 		t.Helper()
-		app, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
+		app, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +127,7 @@ spec: {image: {repository: ghcr.io/hanzoai/blog, tag: v2.0.0}}
 	if r := env.send(t, nil, http.MethodPost, "/api/v1/applications/shop/sync", root, ui); r.code != http.StatusOK || !strings.Contains(r.body, `"operationState":{`) {
 		t.Fatalf("sync: %d %s", r.code, r.body)
 	}
-	app, _ := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
+	app, _ := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
 	if app.GetAnnotations()[projection.AnnotationSyncRequestedBy] != admin.Subject {
 		t.Fatalf("annotations after sync: %v", app.GetAnnotations())
 	}

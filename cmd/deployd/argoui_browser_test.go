@@ -32,7 +32,6 @@ import (
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/auth/hydratest"
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -203,7 +202,7 @@ func (o *uiOperator) apply(a uiApp, tag string) {
 		"metadata": map[string]any{"name": a.name, "namespace": a.namespace, "labels": labels},
 		"spec":     map[string]any{"image": map[string]any{"repository": "ghcr.io/hanzoai/" + a.name, "tag": tag}, "replicas": a.replicas},
 	}}
-	apps := o.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(a.namespace)
+	apps := o.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(a.namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live, err := apps.Get(o.t.Context(), a.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -237,7 +236,7 @@ func (o *uiOperator) reconcile(ctx context.Context) (bool, error) {
 }
 
 func (o *uiOperator) reconcileOne(ctx context.Context, a uiApp) (bool, error) {
-	apps := o.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(a.namespace)
+	apps := o.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(a.namespace)
 	app, err := apps.Get(ctx, a.name, metav1.GetOptions{})
 	if err != nil {
 		return false, err
@@ -603,7 +602,7 @@ func (u *uiTour) podOf(namespace, name string) string {
 // and its Deployment's image and template annotations.
 func (u *uiTour) clusterState(namespace, name string) string {
 	u.t.Helper()
-	app, err := u.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(namespace).Get(u.t.Context(), name, metav1.GetOptions{})
+	app, err := u.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(namespace).Get(u.t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		u.t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -79,7 +78,7 @@ func TestCLIAgainstCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		app, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
+		app, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

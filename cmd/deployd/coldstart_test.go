@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
@@ -96,7 +95,7 @@ func countObjects(b *testing.B, cfg *rest.Config) int {
 	}
 	n := 0
 	for _, ki := range projection.Registry() {
-		list, err := md.Resource(cluster.GVR(ki.Kind)).List(b.Context(), metav1.ListOptions{})
+		list, err := md.Resource(ki.Kind.GVR()).List(b.Context(), metav1.ListOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/demo/idp"
 	"github.com/hanzoai/deploy/projection"
@@ -229,7 +228,7 @@ func TestDemoRolloutAndWrites(t *testing.T) {
 		t.Fatal("no tenant-globex/api in the demo")
 	}
 	patch := []byte(`{"spec":{"image":{"tag":"v9.0.0"}}}`)
-	if _, err := d.env.Cluster.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("tenant-globex").
+	if _, err := d.env.Cluster.Dynamic().Resource(projection.KindApp.GVR()).Namespace("tenant-globex").
 		Patch(t.Context(), "api", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

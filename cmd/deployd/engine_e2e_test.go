@@ -78,7 +78,7 @@ func TestPlaneRunsTheEngine(t *testing.T) {
 		app := p.store.Snapshot().Get("hanzo", "web")
 		return app != nil, nil
 	})
-	live, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "web", metav1.GetOptions{})
+	live, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(t.Context(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestReconcileRoute(t *testing.T) {
 
 	// One tag bumped: that App alone is patched.
 	before := map[string]string{}
-	list, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("").List(t.Context(), metav1.ListOptions{})
+	list, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("").List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestReconcileRoute(t *testing.T) {
 			t.Errorf("%s: %q", res.Resource, res.Message)
 		}
 	}
-	list, err = c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("").List(t.Context(), metav1.ListOptions{})
+	list, err = c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("").List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -118,7 +117,7 @@ func TestMetricsAgainstAPIServer(t *testing.T) {
 
 	// Declare a release nobody runs: web goes OutOfSync.
 	before := want["tenant-acme/web"]
-	if _, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("tenant-acme").Patch(t.Context(), "web",
+	if _, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("tenant-acme").Patch(t.Context(), "web",
 		types.MergePatchType, []byte(`{"spec":{"image":{"tag":"v9.9.9"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -181,7 +180,7 @@ spec:
 func (f *writeFixture) operator() {
 	f.t.Helper()
 	ctx := f.t.Context()
-	apps := f.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo")
+	apps := f.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo")
 	// The controllers write the Deployment's status meanwhile: read, change
 	// and write again on a conflict, as a controller would.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -220,7 +219,7 @@ func (f *writeFixture) operator() {
 func (f *writeFixture) declare(tag string) {
 	f.t.Helper()
 	patch := []byte(`{"spec":{"image":{"tag":"` + tag + `"}}}`)
-	if _, err := f.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").
+	if _, err := f.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").
 		Patch(f.t.Context(), "shop", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
@@ -230,7 +229,7 @@ func (f *writeFixture) declare(tag string) {
 // and tag, and the Deployment's resourceVersion and image.
 func (f *writeFixture) versions() string {
 	f.t.Helper()
-	app, err := f.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(f.t.Context(), "shop", metav1.GetOptions{})
+	app, err := f.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(f.t.Context(), "shop", metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -329,7 +328,7 @@ func TestWritesAgainstCluster(t *testing.T) {
 	if r.code != http.StatusOK || !strings.Contains(r.body, `"operationState":{`) {
 		t.Fatalf("sync: %d %s", r.code, r.body)
 	}
-	app, _ := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
+	app, _ := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
 	if app.GetAnnotations()[projection.AnnotationSyncRequestedAt] == "" || app.GetAnnotations()[projection.AnnotationSyncRequestedBy] != admin.Subject {
 		t.Fatalf("annotations after sync: %v", app.GetAnnotations())
 	}

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hanzoai/deploy/auth/authtest"
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
@@ -173,7 +172,7 @@ func BenchmarkSSEClients(b *testing.B) {
 
 	patch := fmt.Appendf(nil, `{"spec":{"image":{"tag":%q}}}`, marker)
 	t0 := time.Now()
-	if _, err := dyn.Resource(cluster.GVR(projection.KindApp)).Namespace(target.Namespace).
+	if _, err := dyn.Resource(projection.KindApp.GVR()).Namespace(target.Namespace).
 		Patch(b.Context(), target.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		b.Fatal(err)
 	}

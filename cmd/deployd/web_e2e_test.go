@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hanzoai/deploy/auth/authtest"
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -94,7 +93,7 @@ func (w *webDemo) waitHealthy(t *testing.T) {
 func (w *webDemo) declare(t *testing.T, namespace, name, tag string) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"spec":{"image":{"tag":%q}}}`, tag)
-	_, err := w.d.env.Cluster.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(namespace).
+	_, err := w.d.env.Cluster.Dynamic().Resource(projection.KindApp.GVR()).Namespace(namespace).
 		Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		t.Fatalf("declare %s/%s %s: %v", namespace, name, tag, err)

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -206,7 +205,7 @@ func TestWebEngine(t *testing.T) {
 	key := app.Namespace + "/" + app.Name
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"universe"},"annotations":{%q:%q,%q:"20261130T120000Z-1",%q:"2026-11-30T12:00:01Z"}}}`,
 		projection.LabelEngineInstance, projection.AnnotationEngineRevision, pageRevision, projection.AnnotationEngineRun, projection.AnnotationEngineAppliedAt)
-	if _, err := w.d.env.Cluster.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(app.Namespace).
+	if _, err := w.d.env.Cluster.Dynamic().Resource(projection.KindApp.GVR()).Namespace(app.Namespace).
 		Patch(t.Context(), app.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

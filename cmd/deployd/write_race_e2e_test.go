@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -108,7 +107,7 @@ status:
 		t.Fatalf("a write waited for a version the watch never delivered:\n%s", grepLines(logs, "had not delivered"))
 	}
 
-	live, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
+	live, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

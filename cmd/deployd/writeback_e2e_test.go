@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hanzoai/deploy/auth/authtest"
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/engine/enginetest"
@@ -91,7 +90,7 @@ func newPlaneEngine(t *testing.T, c *clustertest.Cluster, repoURL, instance stri
 
 func liveTag(t *testing.T, c *clustertest.Cluster, ns, name string) string {
 	t.Helper()
-	u, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	u, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +289,7 @@ func TestWriteBackRollbackByIDE2E(t *testing.T) {
 	shop := "apiVersion: hanzo.ai/v1\nkind: App\nmetadata:\n  name: shop\n  namespace: hanzo\nspec:\n  # the storefront\n  image: {repository: ghcr.io/hanzoai/shop, tag: v1.0.0}\n  replicas: 2\n"
 	repo.Commit(t, "shop", map[string]string{"crs/shop.yaml": shop})
 	eng := newPlaneEngine(t, c, repo.URL, "wbid", true)
-	live, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
+	live, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(t.Context(), "shop", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func ListStore(ctx context.Context, dyn dynamic.Interface) (*projection.Store, e
 	ns := projection.DefaultNamespaces()
 	var batch []projection.Change
 	for _, ki := range projection.Registry() {
-		list, err := dyn.Resource(cluster.GVR(ki.Kind)).List(ctx, metav1.ListOptions{})
+		list, err := dyn.Resource(ki.Kind.GVR()).List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}

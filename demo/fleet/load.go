@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -33,15 +32,6 @@ func FastConfig(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 2000, 4000
 	return c
-}
-
-// GVR returns the resource of an object's kind, for the registry kinds.
-func GVR(u *unstructured.Unstructured) (schema.GroupVersionResource, error) {
-	k := projection.LookupKindByAPIVersion(u.GetAPIVersion(), u.GetKind())
-	if k == projection.KindUnknown {
-		return schema.GroupVersionResource{}, fmt.Errorf("%s %s is not a registry kind", u.GetAPIVersion(), u.GetKind())
-	}
-	return cluster.GVR(k), nil
 }
 
 // Load creates objects the way the operator and the controllers would have
@@ -211,7 +201,7 @@ feed:
 // subresource when the create dropped it, and remembers its uid. An object
 // that exists already is returned as it is.
 func (l *Loader) Create(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	gvr, err := GVR(obj)
+	gvr, err := resourceOf(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -258,4 +248,13 @@ func statusPatch(status map[string]any) []byte {
 		panic("fleet: encode status: " + err.Error()) // maps of JSON values always encode
 	}
 	return b
+}
+
+// resourceOf is the resource of a rendered object's kind.
+func resourceOf(u *unstructured.Unstructured) (schema.GroupVersionResource, error) {
+	gvr, ok := projection.GVROf(u.GetAPIVersion(), u.GetKind())
+	if !ok {
+		return gvr, fmt.Errorf("%s %s is not a registry kind", u.GetAPIVersion(), u.GetKind())
+	}
+	return gvr, nil
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo/demotest"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/demo/sim"
@@ -32,7 +31,7 @@ func configMap(name string) *unstructured.Unstructured {
 func TestFakeClusterMetadataAndPatches(t *testing.T) {
 	c := demotest.NewClock(fleet.Epoch)
 	fc := sim.NewFakeCluster(c.Now)
-	apps := fc.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo")
+	apps := fc.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo")
 	created, err := apps.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "hanzo.ai/v1", "kind": "App",
 		"metadata": map[string]any{"name": "iam", "namespace": "hanzo"},
@@ -94,7 +93,7 @@ func TestFakeClusterMetadataAndPatches(t *testing.T) {
 // the kept history is 410 Expired.
 func TestFakeClusterWatch(t *testing.T) {
 	fc := sim.NewFakeCluster(nil)
-	cms := fc.Dynamic().Resource(cluster.GVR(projection.KindConfigMap))
+	cms := fc.Dynamic().Resource(projection.KindConfigMap.GVR())
 	list, err := cms.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +167,7 @@ func TestFakeClusterWatchedByDeployd(t *testing.T) {
 	if snap.Len() != 13 || len(snap.CDApplications()) != 1 {
 		t.Fatalf("%d rows and %d CD Applications, want 13 and 1", snap.Len(), len(snap.CDApplications()))
 	}
-	if _, err := fc.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo").Patch(t.Context(), "iam",
+	if _, err := fc.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Patch(t.Context(), "iam",
 		types.MergePatchType, []byte(`{"spec":{"image":{"tag":"v7.7.7"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +189,7 @@ func TestFakeClusterWatchedByDeployd(t *testing.T) {
 // status and whole numbers whole: the demo's engine writes this way.
 func TestFakeClusterApply(t *testing.T) {
 	fc := sim.NewFakeCluster(nil)
-	apps := fc.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo")
+	apps := fc.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo")
 	app := func(tag string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "hanzo.ai/v1", "kind": "App",

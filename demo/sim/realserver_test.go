@@ -51,7 +51,7 @@ func TestSimulatorOnRealAPIServer(t *testing.T) {
 	row := func(ns, name string) *projection.App { return rs.Store.Snapshot().Get(ns, name) }
 	patch := func(kind projection.Kind, ns, name, body string) {
 		t.Helper()
-		if _, err := dyn.Resource(cluster.GVR(kind)).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		if _, err := dyn.Resource(kind.GVR()).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

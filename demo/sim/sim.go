@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -261,7 +260,7 @@ func (s *Simulator) clearActions() {
 // observe reads the Apps and Deployments: spec changes, sync requests and
 // rolling restarts made by others, Apps created (adopted) or deleted.
 func (s *Simulator) observe(ctx context.Context, now time.Time) error {
-	apps, err := s.dyn.Resource(cluster.GVR(projection.KindApp)).List(ctx, metav1.ListOptions{})
+	apps, err := s.dyn.Resource(projection.KindApp.GVR()).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list apps: %w", err)
 	}
@@ -291,7 +290,7 @@ func (s *Simulator) observe(ctx context.Context, now time.Time) error {
 			s.forget(ctx, k)
 		}
 	}
-	deployments, err := s.dyn.Resource(cluster.GVR(projection.KindDeployment)).List(ctx, metav1.ListOptions{})
+	deployments, err := s.dyn.Resource(projection.KindDeployment.GVR()).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list deployments: %w", err)
 	}
@@ -388,7 +387,7 @@ func (s *Simulator) release(ctx context.Context) error {
 		return nil
 	}
 	patch := fmt.Appendf(nil, `{"spec":{"image":{"tag":%q}}}`, tag)
-	_, err := s.dyn.Resource(cluster.GVR(projection.KindApp)).Namespace(a.app.Namespace).
+	_, err := s.dyn.Resource(projection.KindApp.GVR()).Namespace(a.app.Namespace).
 		Patch(ctx, a.app.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("declare release %s of %s/%s: %w", tag, a.app.Namespace, a.app.Name, err)

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo/demotest"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/demo/sim"
@@ -72,7 +71,7 @@ func (h *harness) row(namespace, name string) *projection.App {
 // patch merge-patches an object, as deployd's writes do.
 func (h *harness) patch(kind projection.Kind, namespace, name, patch string) *unstructured.Unstructured {
 	h.t.Helper()
-	out, err := h.fc.Dynamic().Resource(cluster.GVR(kind)).Namespace(namespace).
+	out, err := h.fc.Dynamic().Resource(kind.GVR()).Namespace(namespace).
 		Patch(h.t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {
 		h.t.Fatalf("patch %s %s/%s: %v", kind, namespace, name, err)
@@ -83,7 +82,7 @@ func (h *harness) patch(kind projection.Kind, namespace, name, patch string) *un
 
 func (h *harness) get(kind projection.Kind, namespace, name string) *unstructured.Unstructured {
 	h.t.Helper()
-	u, err := h.fc.Dynamic().Resource(cluster.GVR(kind)).Namespace(namespace).Get(h.t.Context(), name, metav1.GetOptions{})
+	u, err := h.fc.Dynamic().Resource(kind.GVR()).Namespace(namespace).Get(h.t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		h.t.Fatalf("get %s %s/%s: %v", kind, namespace, name, err)
 	}
@@ -283,7 +282,7 @@ func TestRollingRestart(t *testing.T) {
 // An App someone creates gets its children; an App deleted loses them.
 func TestAdoptAndForget(t *testing.T) {
 	h := newHarness(t, sim.Options{Seed: 1, Apps: 8})
-	apps := h.fc.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace("hanzo")
+	apps := h.fc.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo")
 	app := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "hanzo.ai/v1", "kind": "App",
 		"metadata": map[string]any{"name": "ledger", "namespace": "hanzo"},
@@ -299,7 +298,7 @@ func TestAdoptAndForget(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.step()
-	pods, err := h.fc.Dynamic().Resource(cluster.GVR(projection.KindPod)).Namespace("hanzo").List(t.Context(), metav1.ListOptions{})
+	pods, err := h.fc.Dynamic().Resource(projection.KindPod.GVR()).Namespace("hanzo").List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +326,7 @@ func TestSimulationIsDeterministic(t *testing.T) {
 		}
 		var b strings.Builder
 		for _, ki := range projection.Registry() {
-			list, err := fc.Dynamic().Resource(cluster.GVR(ki.Kind)).List(t.Context(), metav1.ListOptions{})
+			list, err := fc.Dynamic().Resource(ki.Kind.GVR()).List(t.Context(), metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/projection"
 )
 
 // sync writes every App's objects as its state renders them: creates what
@@ -144,9 +145,9 @@ func (s *Simulator) delete(ctx context.Context, u *unstructured.Unstructured) er
 }
 
 func (s *Simulator) resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	gvr, err := fleet.GVR(u)
-	if err != nil {
-		return nil, err
+	gvr, ok := projection.GVROf(u.GetAPIVersion(), u.GetKind())
+	if !ok {
+		return nil, fmt.Errorf("%s %s is not a registry kind", u.GetAPIVersion(), u.GetKind())
 	}
 	return s.dyn.Resource(gvr).Namespace(u.GetNamespace()), nil
 }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
@@ -68,7 +67,7 @@ func newChangerIn(tb testing.TB, c *clustertest.Cluster, namespace string) *chan
 	if err != nil {
 		tb.Fatal(err)
 	}
-	list, err := dyn.Resource(cluster.GVR(projection.KindApp)).Namespace(namespace).List(tb.Context(), metav1.ListOptions{})
+	list, err := dyn.Resource(projection.KindApp.GVR()).Namespace(namespace).List(tb.Context(), metav1.ListOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -116,7 +115,7 @@ func (ch *changer) run(ctx context.Context, rate, workers int) {
 func (ch *changer) change(ctx context.Context, app types.NamespacedName) {
 	tag := stamp(time.Now())
 	patch := fmt.Appendf(nil, `{"spec":{"image":{"tag":%q}}}`, tag)
-	_, err := ch.dyn.Resource(cluster.GVR(projection.KindApp)).Namespace(app.Namespace).
+	_, err := ch.dyn.Resource(projection.KindApp.GVR()).Namespace(app.Namespace).
 		Patch(ctx, app.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		ch.Failed.Add(1)

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/demo/fleet"
 	"github.com/hanzoai/deploy/projection"
@@ -242,7 +241,7 @@ func (e *chaosEnv) truth(t *testing.T) *truth {
 func (e *chaosEnv) listTruth(t *testing.T) *truth {
 	t.Helper()
 	dyn := e.c.Dynamic()
-	list, err := dyn.Resource(cluster.GVR(projection.KindApp)).Namespace(e.namespace).List(t.Context(), metav1.ListOptions{})
+	list, err := dyn.Resource(projection.KindApp.GVR()).Namespace(e.namespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list Apps: %v", err)
 	}
@@ -257,7 +256,7 @@ func (e *chaosEnv) listTruth(t *testing.T) *truth {
 		tr.tags[ix] = tagHash([]byte(tag))
 	}
 	for _, k := range []projection.Kind{projection.KindCDApplication, projection.KindMiddleware} {
-		l, err := dyn.Resource(cluster.GVR(k)).Namespace(e.namespace).List(t.Context(), metav1.ListOptions{})
+		l, err := dyn.Resource(k.GVR()).Namespace(e.namespace).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			continue // a CRD not served: no row of that kind
 		}

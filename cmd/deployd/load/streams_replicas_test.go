@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hanzoai/deploy/auth/authtest"
-	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -296,7 +295,7 @@ type appsAt struct {
 }
 
 func listApps(ctx context.Context, c *clustertest.Cluster, apps *appIndex, opts metav1.ListOptions) (*appsAt, error) {
-	list, err := c.Dynamic().Resource(cluster.GVR(projection.KindApp)).List(ctx, opts)
+	list, err := c.Dynamic().Resource(projection.KindApp.GVR()).List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +353,7 @@ func newStreamsEnv(t *testing.T, apps int) *streamsEnv {
 	e.apps = newAppIndex(keys)
 	e.others = map[string]bool{}
 	for _, k := range []projection.Kind{projection.KindCDApplication, projection.KindMiddleware} {
-		l, err := c.Dynamic().Resource(cluster.GVR(k)).List(t.Context(), metav1.ListOptions{})
+		l, err := c.Dynamic().Resource(k.GVR()).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			continue // a CRD not served: no row of that kind
 		}
@@ -497,7 +496,7 @@ func (g *gapSampler) round(ctx context.Context, e *streamsEnv, cs []scopedClient
 	sort.Slice(positions, func(i, j int) bool { return len(at[positions[i]]) > len(at[positions[j]]) })
 	// The API server's revision now: a position past it is no revision of
 	// the cluster's (a LIST at it would wait for the watch cache, retried).
-	head, err := e.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).List(ctx, metav1.ListOptions{Limit: 1})
+	head, err := e.c.Dynamic().Resource(projection.KindApp.GVR()).List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return
 	}
@@ -879,7 +878,7 @@ func waitView(t *testing.T, c *esClient, tr *truth, within time.Duration) bool {
 
 func (e *streamsEnv) patchApp(app types.NamespacedName, patch string) {
 	e.t.Helper()
-	if _, err := e.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(app.Namespace).
+	if _, err := e.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(app.Namespace).
 		Patch(e.t.Context(), app.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		e.t.Fatalf("patch %s: %v", app, err)
 	}
@@ -943,7 +942,7 @@ func TestStreamResumeOnColdReplica(t *testing.T) {
 		e.ch.change(t.Context(), e.ch.apps[(i*len(e.ch.apps)/10+3)%len(e.ch.apps)])
 	}
 	e.patchApp(acmeApps[2], fmt.Sprintf(`{"spec":{"image":{"tag":%q}}}`, stamp(time.Now())))
-	if err := e.c.Dynamic().Resource(cluster.GVR(projection.KindApp)).Namespace(deleted.Namespace).Delete(t.Context(), deleted.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(deleted.Namespace).Delete(t.Context(), deleted.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.patchApp(moved, `{"metadata":{"labels":{"hanzo.ai/org":"globex"}}}`)
