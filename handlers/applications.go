@@ -12,6 +12,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/stream"
 )
 
 // visibleRows iterates the application rows a scope sees, in (namespace,
@@ -21,7 +22,7 @@ func (s *Server) visibleRows(snap *projection.Snapshot, sc auth.Scope) iter.Seq[
 	return func(yield func(*projection.App) bool) {
 		for _, run := range visibleRuns(snap, sc) {
 			for _, a := range run.rows {
-				if sees(sc, a) && !yield(a) {
+				if stream.Visible(sc, a) && !yield(a) {
 					return
 				}
 			}
@@ -178,7 +179,7 @@ func (s *Server) listApplications(c echo.Context) error {
 		}
 		if acceptsGzip(c.Request()) {
 			return s.writeGzipList(c, snap, key, func() []rowRun { return visibleRuns(snap, sc) }, func(a *projection.App) bool {
-				return sees(sc, a) && lq.matches(a)
+				return stream.Visible(sc, a) && lq.matches(a)
 			})
 		}
 		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)

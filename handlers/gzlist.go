@@ -54,10 +54,6 @@ func visibleRuns(snap *projection.Snapshot, sc auth.Scope) []rowRun {
 	return nil
 }
 
-// sees reports whether a row of the scope's runs is in its list.
-func sees(sc auth.Scope, a *projection.App) bool {
-	return sc.IsAll() || (sc.Sees(a.Namespace, a.Org) && a.Row != projection.RowCD)
-}
 
 // gzRun is a compressed run: raw DEFLATE blocks ending in a sync flush.
 type gzRun struct {

@@ -161,7 +161,8 @@ func single(q url.Values, key string) (string, error) {
 
 // Visible reports whether a scope may see an application row: the Scope
 // predicate for operator Apps and sites, SuperAdmins only for CD
-// Applications. It is the rule every event passes first.
+// Applications. It is the one visibility rule: every event passes it
+// first, and every list the routes answer keeps only the rows it admits.
 func Visible(scope auth.Scope, a *projection.App) bool {
 	return visible(scope, a.Row, a.Namespace, a.Org)
 }
