@@ -175,38 +175,24 @@ func appLabels(a *projection.App) labels.Set {
 	return set
 }
 
-const maxFields = 64
+// listFields is the syntax of a list's fields: paths into the list.
+var listFieldsSyntax = stream.FieldsSyntax{Doc: "list", Roots: []string{"items", "metadata", "apiVersion", "kind"},
+	Example: "items.metadata.name,items.status.sync.status,metadata.resourceVersion"}
 
-// parseFields reads Argo CD's fields parameter: comma-separated paths into
-// the list (items.metadata.name, items.status.sync.status,
-// metadata.resourceVersion).
+// parseFields reads Argo CD's fields parameter of a list (the one parser,
+// stream.FieldsSyntax): the paths to keep, split at their dots. A list
+// keeps fields; excluding them ("-") is for streams.
 func parseFields(text string) ([][]string, error) {
-	if text == "" {
-		return nil, nil
+	f, err := listFieldsSyntax.Parse(text)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, err.Error())
+	}
+	if f.Exclude {
+		return nil, errorf(http.StatusBadRequest, "a list's fields name what to keep: a leading - (exclude) is for streams")
 	}
 	var out [][]string
-	for _, f := range strings.Split(text, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		path := strings.Split(f, ".")
-		switch path[0] {
-		case "items", "metadata", "apiVersion", "kind":
-		default:
-			return nil, errorf(http.StatusBadRequest, "field "+quoteShort(f)+" is not in the list: fields start with items. or metadata.")
-		}
-		for _, seg := range path {
-			if seg == "" || strings.IndexFunc(seg, func(r rune) bool {
-				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '/')
-			}) >= 0 {
-				return nil, errorf(http.StatusBadRequest, "field "+quoteShort(f)+" is not a dotted path of names")
-			}
-		}
-		out = append(out, path)
-	}
-	if len(out) > maxFields {
-		return nil, errorf(http.StatusBadRequest, "too many fields: at most 64")
+	for _, p := range f.Paths {
+		out = append(out, strings.Split(p, "."))
 	}
 	return out, nil
 }

@@ -35,6 +35,7 @@ func TestBadInput(t *testing.T) {
 		{"/v1/deploy/applications?appNamespace=" + strings.Repeat("x", 70), "DNS-1123", 400},
 		{"/v1/deploy/applications?fields=spec.source", "fields start with items", 400},
 		{"/v1/deploy/applications?fields=items..name", "dotted path", 400},
+		{"/v1/deploy/applications?fields=-items.metadata.name", "(exclude) is for streams", 400},
 		{"/v1/deploy/applications?projects=" + url.QueryEscape("a b"), "DNS-1123", 400},
 		{"/v1/deploy/applications/UPPER", "DNS-1123", 400},
 		{"/v1/deploy/applications/iam", "exists in namespaces hanzo, hanzo-testnet", 400},

@@ -25,10 +25,27 @@ type Fields struct {
 	Exclude bool
 }
 
-// ParseFields reads the fields parameter: comma-separated paths such as
-// "result.type,result.application.metadata.name", optionally led by "-" to
-// exclude them instead. "" keeps everything.
-func ParseFields(s string) (Fields, error) {
+// FieldsSyntax is what Argo CD's fields parameter may name in one
+// document: paths starting with one of Roots. It is the one parser of the
+// parameter, for the streams' events and the routes' lists alike.
+type FieldsSyntax struct {
+	Doc     string   // what the paths are into, for messages ("event", "list")
+	Roots   []string // the first segments a path may start with
+	Example string   // a valid parameter, for messages
+}
+
+// EventFields is the syntax of a stream's fields: paths into the event
+// document {"result":{"type":…,"application":{…}}}.
+var EventFields = FieldsSyntax{Doc: "event", Roots: []string{"result"}, Example: "result.type,result.application.metadata.name"}
+
+// ParseFields reads a stream's fields parameter (EventFields).
+func ParseFields(s string) (Fields, error) { return EventFields.Parse(s) }
+
+// Parse reads a fields parameter: comma-separated dotted paths of names
+// (letters, digits, '_', '-' and '/'), each starting with one of the
+// roots, optionally led by "-" to exclude them instead. "" keeps
+// everything. At most 64 paths of at most 256 bytes.
+func (fs FieldsSyntax) Parse(s string) (Fields, error) {
 	var f Fields
 	s = strings.TrimSpace(s)
 	if rest, ok := strings.CutPrefix(s, "-"); ok {
@@ -43,12 +60,13 @@ func ParseFields(s string) (Fields, error) {
 			return Fields{}, fmt.Errorf("field %s is longer than %d bytes", quoteShort(p), maxFieldBytes)
 		}
 		segs := strings.Split(p, ".")
-		if segs[0] != "result" {
-			return Fields{}, fmt.Errorf("field %s is not in the event: stream fields start with result. (for example result.type,result.application.metadata.name)", quoteShort(p))
+		if !slices.Contains(fs.Roots, segs[0]) {
+			return Fields{}, fmt.Errorf("field %s is not in the %s: its fields start with %s. (for example %s)",
+				quoteShort(p), fs.Doc, strings.Join(fs.Roots, ". or "), fs.Example)
 		}
 		for _, seg := range segs {
 			if !validFieldName(seg) {
-				return Fields{}, fmt.Errorf("field %s is not a dotted path of names (letters, digits, '_' and '-')", quoteShort(p))
+				return Fields{}, fmt.Errorf("field %s is not a dotted path of names (letters, digits, '_', '-' and '/')", quoteShort(p))
 			}
 		}
 		f.Paths = append(f.Paths, p)
@@ -70,7 +88,7 @@ func validFieldName(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '/') {
 			return false
 		}
 	}

@@ -191,7 +191,7 @@ func TestParseRequest(t *testing.T) {
 		{"name=Web", "", "DNS-1123"},
 		{"selector=a%3D%3D%3Db", "", "not a label selector"},
 		{"selector=a&selector=b", "", "more than once"},
-		{"fields=items.metadata.name", "", "stream fields start with result."},
+		{"fields=items.metadata.name", "", "is not in the event: its fields start with result."},
 		{"fields=result..type", "", "dotted path"},
 		{"resourceVersion=x", "", "resourceVersion"},
 		{"", "x", "Last-Event-ID"},
