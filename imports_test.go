@@ -23,7 +23,7 @@ var importRules = map[string]struct {
 	"cluster":    {[]string{"projection"}, []string{"github.com/labstack/echo"}},
 	"handlers":   {[]string{"projection", "stream", "auth", "web"}, []string{"k8s.io/client-go"}},
 	"demo":       {[]string{"projection", "cluster", "auth"}, []string{"github.com/labstack/echo"}},
-	"engine":     {[]string{"projection"}, []string{"github.com/labstack/echo"}},
+	"engine":     {[]string{"projection", "auth"}, []string{"github.com/labstack/echo"}},
 }
 
 type listedPackage struct {

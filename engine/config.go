@@ -2,11 +2,11 @@ package engine
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -182,7 +182,7 @@ func parseRepo(repo string, withAuth bool) (*url.URL, error) {
 	switch u.Scheme {
 	case "https", "ssh":
 	case "http":
-		if withAuth && !loopback(u.Hostname()) {
+		if withAuth && !auth.IsLoopbackHost(u.Hostname()) {
 			return nil, fmt.Errorf("repo %q: credentials are never sent over plain http except to a loopback host; use https", repo)
 		}
 	case "file":
@@ -198,10 +198,3 @@ func parseRepo(repo string, withAuth bool) (*url.URL, error) {
 	return u, nil
 }
 
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
