@@ -1,6 +1,6 @@
 // Package demo assembles what `deployd demo` runs instead of a cluster and
 // an identity provider: a simulated fleet in an in-process fake API server
-// (demo/sim, over demo/fleet) and a demo identity provider (demo/idp). The
+// (demo/sim, over the fleet package) and a demo identity provider (demo/idp). The
 // server itself is wired by the caller: deployd's watcher reads
 // Env.Cluster through cluster.NewWatcherForClients, the same code path as a
 // real cluster, and its sign-in is configured with Env.IdP.AuthConfig.

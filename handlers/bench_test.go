@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/deploy/auth/authtest"
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 )
 
 // fleetSeed is the seed of every fleet FleetSnapshot loads.

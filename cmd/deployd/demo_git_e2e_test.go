@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/deploy/demo"
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 )
 
 // gitCmd runs the system git in dir and answers its output.

@@ -23,7 +23,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/cluster/clustertest"
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
 

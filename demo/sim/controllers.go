@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 )
 
 // advance lets the kubelet, the operator, the Deployment controller and

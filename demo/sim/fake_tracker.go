@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 )
 
 // serverTracker is a client-go ObjectTracker with the API server's

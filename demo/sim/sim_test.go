@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hanzoai/deploy/demo/demotest"
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/demo/sim"
 	"github.com/hanzoai/deploy/projection"
 )

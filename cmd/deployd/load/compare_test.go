@@ -21,7 +21,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 )
 
 // BenchmarkSideBySide measures deployd beside the API server it reads and

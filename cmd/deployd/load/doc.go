@@ -4,7 +4,7 @@
 // scenarios (make chaos: kill -9, reconnect storms, API server restarts and
 // etcd compaction, slow clients and bad input under load). Both run the
 // built binary against a real kube-apiserver + etcd (cluster/clustertest)
-// loaded with demo/fleet, and measure the processes from /proc.
+// loaded with fleet, and measure the processes from /proc.
 //
 // Everything here is in _test.go files: the package has no code of its own
 // that ships. make test runs a short smoke of each so they cannot rot;

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/rest"
 
 	"github.com/hanzoai/deploy/projection"
@@ -46,6 +47,9 @@ func Load(ctx context.Context, dyn dynamic.Interface, objs []*unstructured.Unstr
 type Loader struct {
 	// Workers bounds the requests in flight (DefaultWorkers when ≤ 0).
 	Workers int
+	// Replace makes an object that exists already take the rendered form
+	// (an update, then its status), instead of being kept as it is.
+	Replace bool
 
 	dyn  dynamic.Interface
 	mu   sync.RWMutex
@@ -85,18 +89,41 @@ func (l *Loader) Remember(uid, live types.UID) {
 // requests in flight. Owner references are remapped to the uids the server
 // gave the owners; a status is written through the status subresource when
 // the create did not keep it (a kind with a status subresource). An object
-// that already exists is left as it is and its uid remembered. The first
-// failure stops the load and is returned, naming the object.
+// that already exists is left as it is (or replaced, with Replace) and its
+// uid remembered. The first failure stops the load and is returned, naming
+// the object.
 func (l *Loader) Load(ctx context.Context, objs []*unstructured.Unstructured) error {
+	_, err := l.load(ctx, objs, false)
+	return err
+}
+
+// LoadObjects is Load answering the objects as the API server stored them,
+// in the order of objs.
+func (l *Loader) LoadObjects(ctx context.Context, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	return l.load(ctx, objs, true)
+}
+
+func (l *Loader) load(ctx context.Context, objs []*unstructured.Unstructured, keep bool) ([]*unstructured.Unstructured, error) {
 	if err := l.namespaces(ctx, objs); err != nil {
-		return err
+		return nil, err
+	}
+	var stored map[*unstructured.Unstructured]*unstructured.Unstructured
+	if keep {
+		stored = make(map[*unstructured.Unstructured]*unstructured.Unstructured, len(objs))
 	}
 	for _, level := range ownershipLevels(objs) {
-		if err := l.parallel(ctx, level); err != nil {
-			return err
+		if err := l.parallel(ctx, level, stored); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	if !keep {
+		return nil, nil
+	}
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = stored[o]
+	}
+	return out, nil
 }
 
 func (l *Loader) namespaces(ctx context.Context, objs []*unstructured.Unstructured) error {
@@ -155,7 +182,10 @@ func ownershipLevels(objs []*unstructured.Unstructured) [][]*unstructured.Unstru
 	return levels
 }
 
-func (l *Loader) parallel(ctx context.Context, objs []*unstructured.Unstructured) error {
+// parallel creates objs with up to Workers requests in flight; what the
+// server stored goes into stored when it is not nil.
+func (l *Loader) parallel(ctx context.Context, objs []*unstructured.Unstructured, stored map[*unstructured.Unstructured]*unstructured.Unstructured) error {
+	var storedMu sync.Mutex
 	workers := l.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -174,8 +204,15 @@ func (l *Loader) parallel(ctx context.Context, objs []*unstructured.Unstructured
 		go func() {
 			defer wg.Done()
 			for o := range next {
-				if _, err := l.Create(ctx, o); err != nil {
+				created, err := l.Create(ctx, o)
+				if err != nil {
 					errOnce.Do(func() { firstErr = err; cancel() })
+					continue
+				}
+				if stored != nil {
+					storedMu.Lock()
+					stored[o] = created
+					storedMu.Unlock()
 				}
 			}
 		}()
@@ -199,7 +236,7 @@ feed:
 // Create creates one rendered object (its owners must exist) with owner
 // references remapped to live uids, writes its status through the status
 // subresource when the create dropped it, and remembers its uid. An object
-// that exists already is returned as it is.
+// that exists already is returned as it is, or replaced with Replace.
 func (l *Loader) Create(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	gvr, err := resourceOf(obj)
 	if err != nil {
@@ -216,7 +253,9 @@ func (l *Loader) Create(ctx context.Context, obj *unstructured.Unstructured) (*u
 		u.SetOwnerReferences(refs)
 	}
 	created, err := ri.Create(ctx, u, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) && l.Replace {
+		created, err = replace(ctx, ri, u)
+	} else if apierrors.IsAlreadyExists(err) {
 		created, err = ri.Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err == nil {
 			l.Remember(obj.GetUID(), created.GetUID())
@@ -239,6 +278,24 @@ func (l *Loader) Create(ctx context.Context, obj *unstructured.Unstructured) (*u
 		return nil, fmt.Errorf("write status of %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 	}
 	return patched, nil
+}
+
+// replace updates the live object to u (at the live resourceVersion,
+// again on a conflict).
+func replace(ctx context.Context, ri dynamic.ResourceInterface, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	var stored *unstructured.Unstructured
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		next := u.DeepCopy()
+		next.SetResourceVersion(live.GetResourceVersion())
+		next.SetUID(live.GetUID())
+		stored, err = ri.Update(ctx, next, metav1.UpdateOptions{})
+		return err
+	})
+	return stored, err
 }
 
 // statusPatch is a merge patch setting status.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hanzoai/deploy/demo/fleet"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
 
