@@ -16,36 +16,6 @@ import (
 	"github.com/hanzoai/deploy/projection"
 )
 
-type healthBody struct {
-	Service string `json:"service"`
-	Status  string `json:"status"`
-	K8s     bool   `json:"k8s"`
-	CRD     *bool  `json:"crd,omitempty"`
-	// Reason is the initial sync's progress while it runs (still 503).
-	Reason string `json:"reason,omitempty"`
-}
-
-// health reports whether the plane serves a real fleet: ok with 200, or
-// degraded with 503, saying how far the initial sync is while it runs. It
-// never carries an error string.
-func (s *Server) health(service string) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		st := s.d.Cluster()
-		b := healthBody{Service: service, Status: "ok", K8s: st.Configured && st.Reachable}
-		if b.K8s {
-			crd := st.AppCRD
-			b.CRD = &crd
-		}
-		code := http.StatusOK
-		if !st.Ready {
-			b.Status, code = "degraded", http.StatusServiceUnavailable
-			b.Reason = st.Progress
-		}
-		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
-		return c.JSON(code, b)
-	}
-}
-
 // authSettings is Argo CD's AuthSettings, as the dashboard reads it.
 type authSettings struct {
 	URL                       string          `json:"url"`
@@ -389,29 +359,6 @@ func (s *Server) projects(c echo.Context) error {
 		out.Items = append(out.Items, project{Metadata: names[k], Spec: projectSpec{SourceRepos: []string{"*"}, Destinations: []destination{dest}}})
 	}
 	return jsonFields(c, out, fields)
-}
-
-type gitopsBody struct {
-	Installed    bool                     `json:"installed"`
-	Reason       string                   `json:"reason,omitempty"`
-	Applications []projection.Application `json:"applications"`
-	Engine       projection.EngineStatus  `json:"engine"`
-}
-
-// gitops lists the CD Applications (SuperAdmin only).
-func (s *Server) gitops(c echo.Context) error {
-	if err := checkParams(c.QueryParams()); err != nil {
-		return err
-	}
-	st := s.d.Cluster()
-	out := gitopsBody{Installed: st.CDCRD, Applications: []projection.Application{}, Engine: s.engineStatus()}
-	if !st.CDCRD {
-		out.Reason = "the CD Application CRD (applications.apps.hanzo.ai) is not installed"
-	}
-	for _, a := range s.d.Snapshots.Snapshot().CDApplications() {
-		out.Applications = append(out.Applications, a.Application())
-	}
-	return c.JSON(http.StatusOK, out)
 }
 
 func uintString(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -54,7 +54,6 @@ func visibleRuns(snap *projection.Snapshot, sc auth.Scope) []rowRun {
 	return nil
 }
 
-
 // gzRun is a compressed run: raw DEFLATE blocks ending in a sync flush.
 type gzRun struct {
 	z     []byte
