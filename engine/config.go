@@ -197,4 +197,3 @@ func parseRepo(repo string, withAuth bool) (*url.URL, error) {
 	}
 	return u, nil
 }
-

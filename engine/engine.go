@@ -64,16 +64,9 @@ type Engine struct {
 	// ("render", "apply" in each apply worker, "prune").
 	hook func(stage string)
 
-	wbMu   sync.Mutex // one write-back at a time
-	histMu sync.Mutex // guards history
-	// history caches History's answers at one head of the branch, by file
-	// and App; a new head empties it.
-	history struct {
-		head  string
-		byApp map[string][]projection.GitCommit
-	}
-	// beforePush, when set (by tests), runs before each push.
-	beforePush func(attempt int)
+	// git writes rollbacks and releases to the repository and reads the
+	// history of what it declares.
+	git *gitWriter
 }
 
 // view is which revision desired and files were computed from, and the
@@ -171,6 +164,7 @@ func NewForClients(cfg Config, dyn dynamic.Interface, cs kubernetes.Interface, l
 		policy:  Policy{Allow: cfg.Allow, Namespaces: cfg.Namespaces, DefaultNamespace: cfg.Namespace},
 		now:     time.Now,
 		trigger: make(chan string, 1),
+		git:     &gitWriter{cfg: cfg, auth: src.auth, now: time.Now},
 	}
 	if cfg.Lease != nil {
 		e.cs = cs

@@ -23,42 +23,47 @@ const historyMax = 100
 // nothing is fetched. An App no file declares, or one from a kustomize
 // build, has none.
 func (e *Engine) History(ctx context.Context, namespace, name string) ([]projection.GitCommit, error) {
-	branch, err := e.branch()
+	return e.git.commits(ctx, namespace, name, e.state().Revision)
+}
+
+// commits is History with want, the revision the last run applied: the
+// clone is fetched when it does not hold it yet.
+func (g *gitWriter) commits(ctx context.Context, namespace, name, want string) ([]projection.GitCommit, error) {
+	branch, err := g.branch()
 	if err != nil {
 		return nil, nil
 	}
 	app := namespace + "/" + name
-	if !e.wbMu.TryLock() {
+	if !g.mu.TryLock() {
 		// A write-back is under way (it may take a reconcile): a read does
 		// not wait for it when it has an answer already.
-		if commits, ok := e.cachedHistory("", app); ok {
+		if commits, ok := g.cachedHistory("", app); ok {
 			return commits, nil
 		}
-		e.wbMu.Lock()
+		g.mu.Lock()
 	}
-	defer e.wbMu.Unlock()
-	r, err := e.writeRepo()
+	defer g.mu.Unlock()
+	r, err := g.writeRepo()
 	if err != nil {
 		return nil, fmt.Errorf("the write-back cache: %w", err)
 	}
-	want := e.state().Revision
 	head, err := r.Reference(baseRef, true)
-	if err != nil || (want != "" && head.Hash().String() != want && !e.contains(r, head.Hash().String(), want)) {
-		if _, err := e.fetchBranch(ctx, r, branch); err != nil {
+	if err != nil || (want != "" && head.Hash().String() != want && !g.contains(r, head.Hash().String(), want)) {
+		if _, err := g.fetchBranch(ctx, r, branch); err != nil {
 			return nil, err
 		}
 		if head, err = r.Reference(baseRef, true); err != nil {
 			return nil, err
 		}
 	}
-	if commits, ok := e.cachedHistory(head.Hash().String(), app); ok {
+	if commits, ok := g.cachedHistory(head.Hash().String(), app); ok {
 		return commits, nil
 	}
 	hc, err := r.CommitObject(head.Hash())
 	if err != nil {
 		return nil, err
 	}
-	file, err := e.declaringFile(ctx, r, hc, namespace, name)
+	file, err := g.declaringFile(ctx, r, hc, namespace, name)
 	if err != nil {
 		var we *WriteError
 		if errors.As(err, &we) {
@@ -84,7 +89,7 @@ func (e *Engine) History(ctx context.Context, namespace, name string) ([]project
 		}
 		if f, err := c.File(file); err == nil {
 			if content, err := f.Contents(); err == nil {
-				if n, err := findTag([]byte(content), namespace, name, e.cfg.Namespace); err == nil {
+				if n, err := findTag([]byte(content), namespace, name, g.cfg.Namespace); err == nil {
 					gc.Tag = n.Value
 				}
 			}
@@ -95,23 +100,23 @@ func (e *Engine) History(ctx context.Context, namespace, name string) ([]project
 	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	e.histMu.Lock()
-	if e.history.head == head.Hash().String() {
-		e.history.byApp[app] = out
+	g.histMu.Lock()
+	if g.history.head == head.Hash().String() {
+		g.history.byApp[app] = out
 	}
-	e.histMu.Unlock()
+	g.histMu.Unlock()
 	return out, nil
 }
 
 // cachedHistory is the cached answer for app; at head, when head is not
 // "" (a new head empties the cache).
-func (e *Engine) cachedHistory(head, app string) ([]projection.GitCommit, bool) {
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
-	if head != "" && e.history.head != head {
-		e.history.head, e.history.byApp = head, map[string][]projection.GitCommit{}
+func (g *gitWriter) cachedHistory(head, app string) ([]projection.GitCommit, bool) {
+	g.histMu.Lock()
+	defer g.histMu.Unlock()
+	if head != "" && g.history.head != head {
+		g.history.head, g.history.byApp = head, map[string][]projection.GitCommit{}
 	}
-	commits, ok := e.history.byApp[app]
+	commits, ok := g.history.byApp[app]
 	return commits, ok
 }
 

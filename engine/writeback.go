@@ -8,12 +8,15 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
+	"time"
 
 	git "github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/hanzoai/deploy/projection"
 )
@@ -93,46 +96,9 @@ func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 	if su := e.suspension(); su != nil {
 		return "", &WriteError{Msg: (&SuspendedError{*su}).Error() + "; nothing was committed", conflict: true}
 	}
-	branch, err := e.branch()
-	if err != nil {
+	sha, file, err := e.git.write(ctx, w, e.fenced)
+	if err != nil || sha == "" {
 		return "", err
-	}
-	e.wbMu.Lock()
-	defer e.wbMu.Unlock()
-	r, err := e.writeRepo()
-	if err != nil {
-		return "", fmt.Errorf("the write-back cache: %w", err)
-	}
-	var sha, file string
-	for attempt := 1; ; attempt++ {
-		base, err := e.fetchBranch(ctx, r, branch)
-		if err != nil {
-			return "", err
-		}
-		if file, err = e.declaringFile(ctx, r, base, w.Namespace, w.Name); err != nil {
-			return "", err
-		}
-		commit, err := e.commitTag(r, base, file, w)
-		if err != nil || commit == plumbing.ZeroHash {
-			return "", err
-		}
-		if e.beforePush != nil {
-			e.beforePush(attempt)
-		}
-		if err := e.fenced(); err != nil {
-			return "", err
-		}
-		err = e.push(ctx, r, commit, branch)
-		if err == nil {
-			sha = commit.String()
-			break
-		}
-		if !nonFastForward(err) {
-			return "", &WriteError{Msg: "push " + e.cfg.Repo + " " + branch + ": " + safeGitError(err, e.src.auth)}
-		}
-		if attempt == pushAttempts {
-			return "", &WriteError{Msg: fmt.Sprintf("%s %s kept moving: %d pushes were refused as non-fast-forward; try again", e.cfg.Repo, branch, pushAttempts), conflict: true}
-		}
 	}
 	e.log.Info("engine write-back", "app", w.Namespace+"/"+w.Name, "tag", w.Tag, "verb", w.Verb,
 		"file", file, "commit", sha, "requestId", sanitizeID(w.RequestID))
@@ -144,25 +110,92 @@ func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 	return sha, nil
 }
 
+// gitWriter is the engine's side that writes to the repository and reads
+// its history, apart from the runs: a full clone of the branch beside the
+// runs' shallow cache (CacheDir + ".writeback"), one write-back (or history
+// read that fetches) at a time.
+type gitWriter struct {
+	cfg  Config
+	auth transport.AuthMethod
+
+	mu     sync.Mutex // one write-back, or one history read that fetches, at a time
+	histMu sync.Mutex // guards history
+	// history caches History's answers at one head of the branch, by file
+	// and App; a new head empties it.
+	history struct {
+		head  string
+		byApp map[string][]projection.GitCommit
+	}
+	now func() time.Time
+	// beforePush, when set (by tests), runs before each push.
+	beforePush func(attempt int)
+}
+
+// write commits w on top of the branch's head and pushes it (never forced;
+// a non-fast-forward is fetched, edited again and pushed again, up to
+// pushAttempts times); fenced is asked before each push. It answers the
+// commit and the file it edited; "" when the tag is declared already.
+func (g *gitWriter) write(ctx context.Context, w TagWrite, fenced func() error) (sha, file string, err error) {
+	branch, err := g.branch()
+	if err != nil {
+		return "", "", err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, err := g.writeRepo()
+	if err != nil {
+		return "", "", fmt.Errorf("the write-back cache: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		base, err := g.fetchBranch(ctx, r, branch)
+		if err != nil {
+			return "", "", err
+		}
+		if file, err = g.declaringFile(ctx, r, base, w.Namespace, w.Name); err != nil {
+			return "", "", err
+		}
+		commit, err := g.commitTag(r, base, file, w)
+		if err != nil || commit == plumbing.ZeroHash {
+			return "", "", err
+		}
+		if g.beforePush != nil {
+			g.beforePush(attempt)
+		}
+		if err := fenced(); err != nil {
+			return "", "", err
+		}
+		err = g.push(ctx, r, commit, branch)
+		if err == nil {
+			return commit.String(), file, nil
+		}
+		if !nonFastForward(err) {
+			return "", "", &WriteError{Msg: "push " + g.cfg.Repo + " " + branch + ": " + safeGitError(err, g.auth)}
+		}
+		if attempt == pushAttempts {
+			return "", "", &WriteError{Msg: fmt.Sprintf("%s %s kept moving: %d pushes were refused as non-fast-forward; try again", g.cfg.Repo, branch, pushAttempts), conflict: true}
+		}
+	}
+}
+
 // declaringFile is the file under the engine's path that declares the App
 // at commit c: the repository, not this process's memory, says where it
 // lives. An App from a kustomize build, or one no file declares, cannot be
 // edited (a conflict naming why).
-func (e *Engine) declaringFile(ctx context.Context, r *git.Repository, c *object.Commit, namespace, name string) (string, error) {
+func (g *gitWriter) declaringFile(ctx context.Context, r *git.Repository, c *object.Commit, namespace, name string) (string, error) {
 	at := short(c.Hash.String())
-	files, err := filesAt(r, c.Hash.String(), e.cfg.Path)
+	files, err := filesAt(r, c.Hash.String(), g.cfg.Path)
 	if err != nil {
-		return "", &WriteError{Msg: fmt.Sprintf("%s at %s: %s", e.cfg.Path, at, err.Error()), conflict: true}
+		return "", &WriteError{Msg: fmt.Sprintf("%s at %s: %s", g.cfg.Path, at, err.Error()), conflict: true}
 	}
-	dir := cleanDir(e.cfg.Path)
+	dir := cleanDir(g.cfg.Path)
 	for _, k := range kustomizationNames {
 		if _, ok := files[path.Join(dir, k)]; ok {
 			return "", &WriteError{Msg: fmt.Sprintf("App %s/%s comes from a kustomize build: commit the tag by hand", namespace, name), conflict: true}
 		}
 	}
-	docs, err := e.renderFiles(ctx, files)
+	docs, err := Render(ctx, files, g.cfg.Path)
 	if err != nil {
-		return "", &WriteError{Msg: fmt.Sprintf("%s at %s does not render: %s", e.cfg.Repo, at, err.Error()), conflict: true}
+		return "", &WriteError{Msg: fmt.Sprintf("%s at %s does not render: %s", g.cfg.Repo, at, err.Error()), conflict: true}
 	}
 	for _, d := range docs {
 		u := d.Object
@@ -171,19 +204,19 @@ func (e *Engine) declaringFile(ctx context.Context, r *git.Repository, c *object
 		}
 		ns := u.GetNamespace()
 		if ns == "" {
-			ns = e.cfg.Namespace
+			ns = g.cfg.Namespace
 		}
 		if ns == namespace {
 			return d.File, nil
 		}
 	}
 	return "", &WriteError{Msg: fmt.Sprintf("no file under %s in %s at %s declares App %s/%s: declare it in git (an App the engine does not declare is not written back)",
-		e.cfg.Path, e.cfg.Repo, at, sanitizeLine(namespace), sanitizeLine(name)), invalid: true}
+		g.cfg.Path, g.cfg.Repo, at, sanitizeLine(namespace), sanitizeLine(name)), invalid: true}
 }
 
 // branch is the full name of the engine's ref, which must be a branch.
-func (e *Engine) branch() (string, error) {
-	ref := e.cfg.Ref
+func (g *gitWriter) branch() (string, error) {
+	ref := g.cfg.Ref
 	switch {
 	case strings.HasPrefix(ref, "refs/heads/"):
 		return ref, nil
@@ -196,8 +229,8 @@ func (e *Engine) branch() (string, error) {
 // writeRepo opens (or creates) the write-back's bare repository: a full
 // clone of the branch beside the run's shallow cache, so that commits have
 // their parents and history can be read.
-func (e *Engine) writeRepo() (*git.Repository, error) {
-	dir := e.cfg.CacheDir + ".writeback"
+func (g *gitWriter) writeRepo() (*git.Repository, error) {
+	dir := g.cfg.CacheDir + ".writeback"
 	r, err := git.PlainOpen(dir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -209,7 +242,7 @@ func (e *Engine) writeRepo() (*git.Repository, error) {
 		return nil, err
 	}
 	if _, err := r.Remote("origin"); errors.Is(err, git.ErrRemoteNotFound) {
-		if _, err := r.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{e.cfg.Repo}}); err != nil {
+		if _, err := r.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{g.cfg.Repo}}); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -221,17 +254,17 @@ func (e *Engine) writeRepo() (*git.Repository, error) {
 const baseRef = plumbing.ReferenceName("refs/deployd/writeback-base")
 
 // fetchBranch fetches the branch (its whole history) and answers its head.
-func (e *Engine) fetchBranch(ctx context.Context, r *git.Repository, branch string) (*object.Commit, error) {
+func (g *gitWriter) fetchBranch(ctx context.Context, r *git.Repository, branch string) (*object.Commit, error) {
 	remote, err := r.Remote("origin")
 	if err != nil {
 		return nil, err
 	}
 	err = remote.FetchContext(ctx, &git.FetchOptions{
 		RefSpecs: []gitconfig.RefSpec{gitconfig.RefSpec("+" + branch + ":" + baseRef.String())},
-		Auth:     e.src.auth, Tags: git.NoTags, Force: true,
+		Auth:     g.auth, Tags: git.NoTags, Force: true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, &WriteError{Msg: "fetch " + e.cfg.Repo + " " + branch + ": " + safeGitError(err, e.src.auth)}
+		return nil, &WriteError{Msg: "fetch " + g.cfg.Repo + " " + branch + ": " + safeGitError(err, g.auth)}
 	}
 	ref, err := r.Reference(baseRef, true)
 	if err != nil {
@@ -242,20 +275,20 @@ func (e *Engine) fetchBranch(ctx context.Context, r *git.Repository, branch stri
 
 // commitTag writes the commit that edits the tag on top of base; the zero
 // hash when the tag is already declared there.
-func (e *Engine) commitTag(r *git.Repository, base *object.Commit, file string, w TagWrite) (plumbing.Hash, error) {
+func (g *gitWriter) commitTag(r *git.Repository, base *object.Commit, file string, w TagWrite) (plumbing.Hash, error) {
 	root, err := base.Tree()
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
 	f, err := root.File(file)
 	if err != nil {
-		return plumbing.ZeroHash, &WriteError{Msg: file + " is no longer in " + e.cfg.Ref + " at " + short(base.Hash.String()), conflict: true}
+		return plumbing.ZeroHash, &WriteError{Msg: file + " is no longer in " + g.cfg.Ref + " at " + short(base.Hash.String()), conflict: true}
 	}
 	content, err := f.Contents()
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	out, _, changed, err := EditTag([]byte(content), w.Namespace, w.Name, e.cfg.Namespace, w.Tag)
+	out, _, changed, err := EditTag([]byte(content), w.Namespace, w.Name, g.cfg.Namespace, w.Tag)
 	if err != nil {
 		return plumbing.ZeroHash, &WriteError{Msg: file + ": " + err.Error(), conflict: true}
 	}
@@ -270,7 +303,7 @@ func (e *Engine) commitTag(r *git.Repository, base *object.Commit, file string, 
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	now := e.now()
+	now := g.now()
 	author := object.Signature{Name: sanitizeLine(w.AuthorName), Email: sanitizeEmail(w.AuthorEmail), When: now}
 	if author.Name == "" {
 		author.Name = "deployd"
@@ -354,14 +387,14 @@ func replaceBlob(r *git.Repository, t *object.Tree, parts []string, blob plumbin
 const pushRef = plumbing.ReferenceName("refs/deployd/writeback")
 
 // push sends commit to the branch, never forced.
-func (e *Engine) push(ctx context.Context, r *git.Repository, commit plumbing.Hash, branch string) error {
+func (g *gitWriter) push(ctx context.Context, r *git.Repository, commit plumbing.Hash, branch string) error {
 	if err := r.Storer.SetReference(plumbing.NewHashReference(pushRef, commit)); err != nil {
 		return err
 	}
 	return r.PushContext(ctx, &git.PushOptions{
 		RemoteName: "origin",
 		RefSpecs:   []gitconfig.RefSpec{gitconfig.RefSpec(pushRef.String() + ":" + branch)},
-		Auth:       e.src.auth,
+		Auth:       g.auth,
 	})
 }
 
@@ -374,7 +407,7 @@ func nonFastForward(err error) bool {
 }
 
 // contains reports whether commit sha is head or one of its ancestors.
-func (e *Engine) contains(r *git.Repository, head, sha string) bool {
+func (g *gitWriter) contains(r *git.Repository, head, sha string) bool {
 	if head == "" {
 		return false
 	}

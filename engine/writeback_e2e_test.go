@@ -247,13 +247,13 @@ func testWriteConcurrent(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 	// edit is made again on top, and it lands.
 	gitOut(t, repo.Work, "pull", "--quiet", "--ff-only", "origin", "main")
 	var outside string
-	e.beforePush = func(attempt int) {
+	e.git.beforePush = func(attempt int) {
 		if attempt == 1 {
 			outside = repo.Commit(t, "outside", map[string]string{"README.md": "fleet\n"})
 		}
 	}
 	sha, err := e.WriteTag(t.Context(), TagWrite{Namespace: "hanzo", Name: "wb2-a", Tag: "v0.8.0", Verb: "rollback", AuthorName: "a"})
-	e.beforePush = nil
+	e.git.beforePush = nil
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,12 +269,12 @@ func testWriteConcurrent(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 	before := repo.Head(t)
 	gitOut(t, repo.Work, "pull", "--quiet", "--ff-only", "origin", "main")
 	n := 0
-	e.beforePush = func(int) {
+	e.git.beforePush = func(int) {
 		n++
 		repo.Commit(t, "outside", map[string]string{"README.md": strings.Repeat("x", n) + "\n"})
 	}
 	_, err = e.WriteTag(t.Context(), TagWrite{Namespace: "hanzo", Name: "wb2-a", Tag: "v0.7.0", Verb: "rollback", AuthorName: "a"})
-	e.beforePush = nil
+	e.git.beforePush = nil
 	var we *WriteError
 	if !errors.As(err, &we) || !we.Conflict() || n != pushAttempts {
 		t.Fatalf("a ref that kept moving: %v after %d pushes", err, n)
