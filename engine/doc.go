@@ -16,10 +16,29 @@
 //
 // Source fetches with go-git, never the git binary; credentials (an HTTPS
 // token as the Basic-auth password, or an SSH key) go only to https, ssh or
-// a loopback http URL, and a fetch error's text has them removed. The
-// package enginetest serves real repositories (git http-backend) to tests,
-// with receive-pack enabled so that a write-back's pushes can be tested
-// against the same server.
+// a loopback http URL (auth.IsLoopbackHost), and a fetch error's text has
+// them removed. The package enginetest serves real repositories (git
+// http-backend) to tests, with receive-pack enabled so that a write-back's
+// pushes can be tested against the same server.
+//
+// # Files
+//
+//   - config.go: Config, Defaults, Validate, LeaseName; FieldManager and
+//     AnnotationDesiredHash.
+//   - engine.go: Engine, New, NewForClients; Reconcile (joining runs),
+//     Trigger, Run (the loop), Status, Suspend, Resume, Desired.
+//   - run.go: one run, runOnce and pipeline: fetch, render, admit, list
+//     live, plan, send, prune, report.
+//   - source.go: Source, the fetch of one ref and the files of a commit.
+//   - render.go, kustomize.go: Render and RenderError; the kustomize build
+//     and the checks before it.
+//   - policy.go: Policy.Admit.
+//   - apply.go: the live list, the plan and the server-side applies.
+//   - prune.go: prune and its fuse.
+//   - lead.go, state.go: LeaseConfig, the terms of leadership, Leader; the
+//     state ConfigMap every replica watches.
+//   - writeback.go, tagedit.go, history.go: WriteTag and WriteError;
+//     EditTag; History.
 //
 // # Render
 //
@@ -40,10 +59,8 @@
 // A generator, transformer or validator must be inline or a file of the
 // repository (not a folder), and its configuration is checked the same way.
 // Values kustomize only copies into objects (metadata, annotations, labels,
-// literals, inline patches) may hold URLs. kustomize's loader takes no HTTP
-// client or cloner (it fetches an http(s) path with a default client, and
-// clones a remote base with the git binary), so this check is what keeps a
-// build off the network.
+// literals, inline patches) may hold URLs. This check is what keeps a build
+// off the network (docs/decisions/0006-engine-renders-in-process-offline.md).
 //
 // # Apply
 //
@@ -52,13 +69,13 @@
 // manager changed). A run lists the live objects of the allowed kinds that
 // carry a tracking label once (one request per kind), and an object is sent
 // only when its desired state changed (the desired-hash annotation, a hash
-// of the rendered object) or when the rendered fields are no longer a
-// subset of live (drift, self-heal). An unchanged object is not sent, so
-// its resourceVersion does not move. An object labelled for another
-// instance is SyncFailed and never sent; an unlabelled one is adopted. A
-// live object carrying projection.AnnotationReconcile "disabled" is left
-// out of apply and prune (Skipped); one carrying AnnotationPrune
-// "disabled" is never pruned.
+// of the rendered object) or when live has drifted from it (self-heal:
+// drift.Drifted of package projection/drift, the meaning of drift the diff
+// routes show too). An unchanged object is not sent, so its resourceVersion
+// does not move. An object labelled for another instance is SyncFailed and
+// never sent; an unlabelled one is adopted. A live object carrying
+// projection.AnnotationReconcile "disabled" is left out of apply and prune
+// (Skipped); one carrying AnnotationPrune "disabled" is never pruned.
 //
 // Every applied object carries the label projection.LabelEngineInstance
 // and the annotations projection.AnnotationEngineRevision, ...Run,
@@ -131,4 +148,8 @@
 // the instance label, prune past the fuse, or send credentials over plain
 // http to a host other than a loopback one. It never talks to the
 // projection or the stream: what it applies comes back through the watch.
+//
+// The reasons for go-git, the in-process render, the apply without a dry
+// run per object, the Lease and the write-back are decision records
+// 0005 to 0009 in docs/decisions.
 package engine

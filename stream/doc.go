@@ -4,7 +4,27 @@
 // application, each filtered by the caller's auth.Scope. One Hub fans the
 // projection's deltas out to every stream; handlers parse and authenticate,
 // then call Hub.ServeApplications or Hub.ServeTree with the plain
-// http.ResponseWriter and *http.Request.
+// http.ResponseWriter and *http.Request. Two rules the list routes share
+// with the streams live here too: Visible, the one visibility predicate,
+// and FieldsSyntax, the one parser of Argo CD's fields parameter.
+//
+// # Files
+//
+//   - hub.go: Hub, Options, Publish, Run, Synced, Stats; the inbox and the
+//     rounds of fan-out.
+//   - ring.go: the resume ring of records and its floor.
+//   - view.go, subscriber.go: views (a scope and a filter, each event
+//     encoded once per view) and their subscribers, each with its bounded
+//     queue of shared frames.
+//   - serve.go, tree.go: ServeApplications and ServeTree.
+//   - history.go: History and PastRows, the catch-up from the cluster.
+//   - writer.go: one client's frames (headers, flush, abort), the errors a
+//     Serve returns before it writes, the reasons a stream ends.
+//   - filter.go, parse.go, fields.go: Request, AppFilter and Visible;
+//     Last-Event-ID and resourceVersion; Fields and FieldsSyntax.
+//   - drain.go: Drain, which ends every stream, spread over a window, at
+//     shutdown.
+//   - clock.go: the injected Clock (streamtest has a fake one).
 //
 // # Wire format
 //
@@ -30,9 +50,8 @@
 // watches reaches the same positions, and a list's
 // metadata.resourceVersion is its snapshot's position, so "list, then
 // watch from its resourceVersion" works across replicas too. An id is one
-// decimal number today; a fleet over several clusters will carry one
-// position per cluster, comma-separated, "<cluster>=<position>", of which
-// the bare number is the form for one cluster.
+// decimal number. Why positions are not a process counter:
+// docs/decisions/0002-positions-are-the-clusters-resource-versions.md.
 //
 // The deltas of one fold share its position: a batch. Only the last event
 // of a batch a view sees carries the id, so a client cut off within a
@@ -55,15 +74,16 @@
 //     changed since M from the API server's history (History): the row
 //     objects (Apps, CD Applications, Middlewares, which name the static
 //     sites) as they were at exactly M, read from etcd, made rows as the
-//     fold makes them (projection.Store.PastRows). Rows the view sees now and did not see then are ADDED;
-//     rows seen both then and now whose tree holds an object newer than M,
-//     or lost one after M (projection.App.Removed), are MODIFIED (their
-//     current version); rows seen then and not now
-//     (deleted, or moved out of the caller's scope) are DELETED with what
-//     they were. The last event carries the snapshot's position; the
-//     stream goes on from the ring after it. One History answer serves
-//     every stream resuming from one position (a replica that has just
-//     started takes many at once), and the last few are kept.
+//     fold makes them (projection.Store.PastRows). Rows the view sees now
+//     and did not see then are ADDED; rows seen both then and now whose
+//     tree holds an object newer than M, or lost one after M
+//     (projection.App.Removed), are MODIFIED (their current version); rows
+//     seen then and not now (deleted, or moved out of the caller's scope)
+//     are DELETED with what they were. The last event carries the
+//     snapshot's position; the stream goes on from the ring after it. One
+//     History answer serves every stream resuming from one position (a
+//     replica that has just started takes many at once), and the last few
+//     are kept.
 //  4. When that cannot be proven — no History (the demo), not synced
 //     within ResumeWait, etcd compacted past M, the API server failing —
 //     "event: reset", then the full burst.
@@ -111,9 +131,9 @@
 //     revision chunk by chunk, and joins its view under the hub's lock
 //     when it has reached the ring's end: from then on Run queues it every
 //     frame after that revision (and after the position it resumed from).
-//     This is "subscribe, then snapshot" with the ring bridging the two. A revision missing from
-//     what Publish receives cuts every subscriber off (they resume or
-//     reset); none misses a change silently.
+//     This is "subscribe, then snapshot" with the ring bridging the two.
+//     A revision missing from what Publish receives cuts every subscriber
+//     off (they resume or reset); none misses a change silently.
 //   - Tenancy. Every event passes the Scope first (CD Applications only for
 //     a scope that sees everything), then the name, projects, selector and
 //     appNamespace filters. A change whose old version a view saw and whose
@@ -151,37 +171,10 @@
 // only while they have subscribers. All of this is released as streams end:
 // Stats reports subscribers, views and ring length.
 //
-// # Why the server side is ours, and r3labs/sse/v2 is the client
+// # The SSE library
 //
-// github.com/r3labs/sse/v2 v2.10.0 (its last release, January 2023) was
-// read and tried as the server. It fails the contract above:
-//
-//   - stream.go:77-79 fans out by sending each event to every subscriber's
-//     channel (64 slots, stream.go:112) while blocking: one client that
-//     stops reading stops delivery to all others after 64 events, and then
-//     Server.Publish (server.go:121) blocks its caller, which here is the
-//     projection's writer. TestR3labsFanOutBlocksOnOneStalledClient shows
-//     it: the healthy subscriber received 65 of 200 events and Publish
-//     blocked after 67.
-//   - AutoReplay is on by default (server.go:46) and the event log only
-//     grows (event_log.go:23): unbounded memory. The log overwrites each
-//     event's id with its index (event_log.go:21; TestR3labsEventLogRenumbers),
-//     so ids cannot be revisions, restart at 0 in each process, and cannot
-//     express "resourceVersion = N"; a replay also resends the event the
-//     client already has (id >= Last-Event-ID, event_log.go:35), and runs in
-//     the stream goroutine, blocking everyone while it lasts (stream.go:58).
-//   - There is no heartbeat, write errors are ignored (http.go:88-118
-//     discard Fprintf's errors and Flush cannot fail), and there is no
-//     per-subscriber filter: tenancy would need one stream per view, each
-//     with its own renumbered log, and no way to turn a scope move into
-//     DELETED for one view and ADDED for another.
-//
-// Configuring it differently (TryPublish drops events silently; a stream per
-// client gives up shared encoding) cannot meet "never blocks, never drops
-// silently". So the framing, queues and ring are here, in a few hundred
-// lines, and the r3labs client is used as the independent reader in this
-// package's tests and by `deployd watch`. Two client behaviours matter
-// there: SubscribeWithContext returns nil without reconnecting when the
-// server ends a stream cleanly (client.go:216-217), and it has no read
-// timeout; the watch command loops and keeps an idle watchdog for both.
+// The framing, queues and ring are this package's own
+// (docs/decisions/0001-sse-server-is-ours-r3labs-is-the-client.md says
+// why). The client of github.com/r3labs/sse/v2 is the independent reader
+// of this package's tests and of `deployd watch`.
 package stream
