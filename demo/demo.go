@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/demo/idp"
 	"github.com/hanzoai/deploy/demo/sim"
+	"github.com/hanzoai/deploy/fleet"
 )
 
 // DefaultPace is how often the demo's simulator steps.

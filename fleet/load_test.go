@@ -13,8 +13,8 @@ import (
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/demo/demotest"
-	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/demo/sim"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/projection/projectiontest"
 )

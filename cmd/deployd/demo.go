@@ -20,9 +20,9 @@ import (
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/demo"
-	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/demo/gitrepo"
 	"github.com/hanzoai/deploy/engine"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/handlers"
 	"github.com/hanzoai/deploy/projection"
 )

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/demo/idp"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
 

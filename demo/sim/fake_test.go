@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/hanzoai/deploy/demo/demotest"
-	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/demo/sim"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
 

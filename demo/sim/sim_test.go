@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hanzoai/deploy/demo/demotest"
-	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/demo/sim"
+	"github.com/hanzoai/deploy/fleet"
 	"github.com/hanzoai/deploy/projection"
 )
 
