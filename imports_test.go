@@ -23,9 +23,11 @@ var importRules = map[string]struct {
 	"web":        {nil, []string{"k8s.io/client-go", "github.com/labstack/echo"}},
 	"stream":     {[]string{"projection", "auth"}, []string{"k8s.io/client-go", "github.com/labstack/echo"}},
 	"cluster":    {[]string{"projection"}, []string{"github.com/labstack/echo"}},
-	"handlers":   {[]string{"projection", "stream", "auth", "web"}, []string{"k8s.io/client-go"}},
+	"handlers":   {[]string{"projection", "stream", "auth", "web", "gitops", "metrics"}, []string{"k8s.io/client-go"}},
+	"metrics":    {[]string{"projection", "stream", "auth", "gitops"}, []string{"k8s.io/client-go", "github.com/labstack/echo"}},
 	"demo":       {[]string{"projection", "cluster", "auth", "fleet"}, []string{"github.com/labstack/echo"}},
-	"engine":     {[]string{"projection", "auth"}, []string{"github.com/labstack/echo"}},
+	"engine":     {[]string{"projection", "auth", "gitops"}, []string{"github.com/labstack/echo"}},
+	"gitops":     {[]string{"projection"}, []string{"k8s.io/client-go", "github.com/labstack/echo", "net/http"}},
 	"fleet":      {[]string{"projection"}, []string{"github.com/labstack/echo"}},
 
 	// Test support: each sits beside what it tests and above nothing else.

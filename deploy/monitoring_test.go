@@ -14,7 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hanzoai/deploy/auth"
-	"github.com/hanzoai/deploy/handlers/metrics"
+	"github.com/hanzoai/deploy/gitops"
+	"github.com/hanzoai/deploy/metrics"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 )
@@ -159,13 +160,13 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		},
 		Hub:        func() stream.Stats { return stream.Stats{} },
 		TokenCache: func() auth.CacheStats { return auth.CacheStats{} },
-		Engine:     func() (projection.EngineStatus, bool) { return projection.EngineStatus{Enabled: true}, true },
+		Engine:     func() (gitops.EngineStatus, bool) { return gitops.EngineStatus{Enabled: true}, true },
 	})
 	m.Request("GET", "/", 200, time.Millisecond)
 	m.SignIn("ok")
 	m.Refusal("no_org")
 	m.Batch(1, time.Millisecond, time.Millisecond)
-	m.EngineRun(&projection.ReconcileReport{Results: []projection.ReconcileResult{{Resource: "hanzo.ai/v1/App/hanzo/iam", Status: "Synced"}}}, nil, time.Second, time.Now())
+	m.EngineRun(&gitops.ReconcileReport{Results: []gitops.ReconcileResult{{Resource: "hanzo.ai/v1/App/hanzo/iam", Status: "Synced"}}}, nil, time.Second, time.Now())
 	m.ReleaseRefresh(nil, time.Now())
 	mfs, err := m.Gatherer().Gather()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/projection/drift"
 )
@@ -106,9 +107,9 @@ type applyJob struct {
 type applyPlan struct {
 	objs    []admittedObj
 	jobs    []applyJob
-	results []projection.ReconcileResult // one per obj, filled by send
-	held    []projection.ReconcileResult // owned by another instance, or skipped
-	skipped int                          // how many of held are Skipped
+	results []gitops.ReconcileResult // one per obj, filled by send
+	held    []gitops.ReconcileResult // owned by another instance, or skipped
+	skipped int                      // how many of held are Skipped
 	desired map[objKey]map[string]any
 }
 
@@ -133,7 +134,7 @@ func (e *Engine) plan(r run, objs []admittedObj, live liveSet) applyPlan {
 			lann = l.GetAnnotations()
 		}
 		if lann[projection.AnnotationReconcile] == projection.Disabled {
-			p.held = append(p.held, projection.ReconcileResult{Resource: o.resource, Status: projection.ResultSkipped,
+			p.held = append(p.held, gitops.ReconcileResult{Resource: o.resource, Status: gitops.ResultSkipped,
 				Message: dry(r, "skipped: the live object has "+projection.AnnotationReconcile+": disabled")})
 			p.skipped++
 			continue
@@ -158,9 +159,9 @@ func (e *Engine) plan(r run, objs []admittedObj, live liveSet) applyPlan {
 
 		i := len(p.objs)
 		p.objs = append(p.objs, o)
-		res := projection.ReconcileResult{Resource: o.resource}
+		res := gitops.ReconcileResult{Resource: o.resource}
 		if sameDesired && !drift.Drifted(l.Object, u.Object) {
-			res.Status, res.Message = projection.ResultSynced, dry(r, "unchanged")
+			res.Status, res.Message = gitops.ResultSynced, dry(r, "unchanged")
 		} else {
 			p.jobs = append(p.jobs, applyJob{i: i, send: u, created: l == nil, heal: sameDesired})
 		}
@@ -172,7 +173,7 @@ func (e *Engine) plan(r run, objs []admittedObj, live liveSet) applyPlan {
 // send applies the plan's jobs, up to applyWorkers at once, and answers a
 // result for every planned object. A panic in a worker fails the run (the
 // other objects are still sent; the next run sends this one again).
-func (e *Engine) send(ctx context.Context, r run, p applyPlan) ([]projection.ReconcileResult, error) {
+func (e *Engine) send(ctx context.Context, r run, p applyPlan) ([]gitops.ReconcileResult, error) {
 	results := p.results
 	var panicked atomic.Pointer[string]
 	var wg sync.WaitGroup
@@ -186,7 +187,7 @@ func (e *Engine) send(ctx context.Context, r run, p applyPlan) ([]projection.Rec
 							msg := fmt.Sprint(v)
 							panicked.CompareAndSwap(nil, &msg)
 							e.log.Error("engine apply worker panicked", "id", r.id, "resource", p.objs[j.i].resource, "panic", msg, "stack", string(debug.Stack()))
-							results[j.i].Status, results[j.i].Message = projection.ResultSyncFailed, dry(r, "the engine failed internally while applying it")
+							results[j.i].Status, results[j.i].Message = gitops.ResultSyncFailed, dry(r, "the engine failed internally while applying it")
 						}
 					}()
 					e.stage("apply")
@@ -207,25 +208,25 @@ func (e *Engine) send(ctx context.Context, r run, p applyPlan) ([]projection.Rec
 }
 
 // applyOne sends one object with server-side apply and words its result.
-func (e *Engine) applyOne(ctx context.Context, r run, o admittedObj, j applyJob, res *projection.ReconcileResult) {
+func (e *Engine) applyOne(ctx context.Context, r run, o admittedObj, j applyJob, res *gitops.ReconcileResult) {
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 	if r.dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	if ctx.Err() != nil { // the run's time, or the leader's term, is over
-		res.Status, res.Message = projection.ResultSyncFailed, dry(r, safeAPIError(ctx.Err()))
+		res.Status, res.Message = gitops.ResultSyncFailed, dry(r, safeAPIError(ctx.Err()))
 		return
 	}
 	if err := e.fenced(); err != nil {
-		res.Status, res.Message = projection.ResultSyncFailed, dry(r, err.Error())
+		res.Status, res.Message = gitops.ResultSyncFailed, dry(r, err.Error())
 		return
 	}
 	out, err := e.dyn.Resource(o.key.kind.GVR()).Namespace(o.key.namespace).Apply(ctx, o.key.name, j.send, opts)
 	if err != nil {
-		res.Status, res.Message = projection.ResultSyncFailed, dry(r, safeAPIError(err))
+		res.Status, res.Message = gitops.ResultSyncFailed, dry(r, safeAPIError(err))
 		return
 	}
-	res.Status = projection.ResultSynced
+	res.Status = gitops.ResultSynced
 	switch {
 	case j.heal:
 		res.Message = "self-healed: live state had drifted from git"

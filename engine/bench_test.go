@@ -11,7 +11,7 @@ import (
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine/enginetest"
-	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/gitops"
 )
 
 // benchFleet writes n App manifests (two namespaces) as files of the
@@ -57,14 +57,14 @@ func runEngineVsKubectl(tb testing.TB, c *clustertest.Cluster, srv *enginetest.S
 		tb.Fatal(err)
 	}
 	start := time.Now()
-	rep, err := e.Reconcile(tb.Context(), projection.TriggerRequest, false)
+	rep, err := e.Reconcile(tb.Context(), gitops.TriggerRequest, false)
 	out.engineCold = time.Since(start)
 	if err != nil || rep.Synced != n {
 		tb.Fatalf("cold run: %v, %d synced of %d", err, rep.Synced, n)
 	}
 	repo.Commit(tb, "bump one", map[string]string{"crs/bench-0000.yaml": appYAML("bench-0000", "hanzo", "v1.0.1")})
 	start = time.Now()
-	rep, err = e.Reconcile(tb.Context(), projection.TriggerRequest, false)
+	rep, err = e.Reconcile(tb.Context(), gitops.TriggerRequest, false)
 	out.engineWarm = time.Since(start)
 	if err != nil || resultOf(rep, "hanzo.ai/v1/App/hanzo/bench-0000").Message != "configured" || changedCount(rep) != 1 {
 		tb.Fatalf("warm run: %v, %d changed", err, changedCount(rep))

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -133,7 +134,7 @@ func versions(t *testing.T, c *clustertest.Cluster, namespaces ...string) map[st
 }
 
 // statuses counts a report's results by status.
-func statuses(rep *projection.ReconcileReport) map[string]int {
+func statuses(rep *gitops.ReconcileReport) map[string]int {
 	out := map[string]int{}
 	for _, r := range rep.Results {
 		out[r.Status]++
@@ -141,11 +142,11 @@ func statuses(rep *projection.ReconcileReport) map[string]int {
 	return out
 }
 
-func resultOf(rep *projection.ReconcileReport, resource string) projection.ReconcileResult {
+func resultOf(rep *gitops.ReconcileReport, resource string) gitops.ReconcileResult {
 	for _, r := range rep.Results {
 		if r.Resource == resource {
 			return r
 		}
 	}
-	return projection.ReconcileResult{}
+	return gitops.ReconcileResult{}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -44,7 +45,7 @@ type Engine struct {
 	trigger chan string // size 1: triggers coalesce
 
 	mu      sync.Mutex
-	onRun   func(*projection.ReconcileReport, error, time.Duration, time.Time)
+	onRun   func(*gitops.ReconcileReport, error, time.Duration, time.Time)
 	flights [2]flightSlot // [0] applies, [1] dry runs
 	// st is the state this process keeps: the whole of it without a Lease;
 	// with one, the leader's copy of what it publishes to store.
@@ -86,7 +87,7 @@ type flight struct {
 	fetching bool // the run began its fetch (guarded by Engine.mu)
 	joined   int  // callers waiting on it (guarded by Engine.mu)
 	done     chan struct{}
-	report   *projection.ReconcileReport
+	report   *gitops.ReconcileReport
 	err      error
 }
 
@@ -177,7 +178,7 @@ func NewForClients(cfg Config, dyn dynamic.Interface, cs kubernetes.Interface, l
 // run, whatever its trigger and however many callers shared it, with its
 // report (nil when err says why it could not complete), its duration and
 // its end (the metrics' hook). Set it before the first run.
-func (e *Engine) OnRun(f func(rep *projection.ReconcileReport, err error, took time.Duration, finished time.Time)) {
+func (e *Engine) OnRun(f func(rep *gitops.ReconcileReport, err error, took time.Duration, finished time.Time)) {
 	e.mu.Lock()
 	e.onRun = f
 	e.mu.Unlock()
@@ -188,7 +189,7 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // SuspendedError is a reconcile request refused while the engine is
 // suspended; its text names who suspended it and when.
-type SuspendedError struct{ projection.EngineSuspension }
+type SuspendedError struct{ gitops.EngineSuspension }
 
 func (e *SuspendedError) Error() string {
 	return fmt.Sprintf("the engine is suspended (by %s at %s): resume it with POST /v1/deploy/gitops/resume",
@@ -207,12 +208,12 @@ func (e *SuspendedError) Conflict() bool { return true }
 // for a client. With a Lease, only the leader runs (ErrNotLeader
 // elsewhere); while the engine is suspended a request is refused
 // (*SuspendedError) and interval and webhook runs are skipped.
-func (e *Engine) Reconcile(ctx context.Context, trigger string, dryRun bool) (*projection.ReconcileReport, error) {
+func (e *Engine) Reconcile(ctx context.Context, trigger string, dryRun bool) (*gitops.ReconcileReport, error) {
 	if e.cfg.Lease != nil && e.currentTerm() == nil {
 		return nil, ErrNotLeader
 	}
 	if su := e.suspension(); su != nil {
-		if trigger == projection.TriggerRequest {
+		if trigger == gitops.TriggerRequest {
 			return nil, &SuspendedError{*su}
 		}
 		return nil, errSkipped
@@ -288,7 +289,7 @@ func (e *Engine) runParent() (context.Context, error) {
 }
 
 // suspension is the engine's suspension, nil when it runs.
-func (e *Engine) suspension() *projection.EngineSuspension {
+func (e *Engine) suspension() *gitops.EngineSuspension {
 	st := e.state()
 	return st.Suspended
 }
@@ -364,10 +365,10 @@ func (e *Engine) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			trigger = projection.TriggerInterval
+			trigger = gitops.TriggerInterval
 		case trigger = <-e.trigger:
 		}
-		if timer != nil && trigger == projection.TriggerInterval {
+		if timer != nil && trigger == gitops.TriggerInterval {
 			// Intervals run start to start; the run publishes when the
 			// next one is due.
 			timer.Reset(e.cfg.Interval)
@@ -379,7 +380,7 @@ func (e *Engine) loop(ctx context.Context) {
 		// Errors are in the run's audit line and in Status.
 		if _, err := e.Reconcile(ctx, trigger, false); errors.Is(err, errSkipped) {
 			e.log.Info("engine run skipped: the engine is suspended", "trigger", trigger)
-			if trigger == projection.TriggerInterval {
+			if trigger == gitops.TriggerInterval {
 				e.publish(ctx) // the next run's time
 			}
 		}
@@ -413,18 +414,18 @@ func (e *Engine) publish(ctx context.Context) {
 }
 
 // Status is the engine's state for GET /v1/deploy/gitops.
-func (e *Engine) Status() projection.EngineStatus {
+func (e *Engine) Status() gitops.EngineStatus {
 	st := e.state()
-	out := projection.EngineStatus{Enabled: true, Source: e.cfg.Source(), Revision: st.Revision, Runs: st.Runs,
-		LastRun: st.LastRun, NextRunAt: st.NextRunAt, Stale: st.Stale, Suspended: st.Suspended, State: projection.EngineStateOK}
+	out := gitops.EngineStatus{Enabled: true, Source: e.cfg.Source(), Revision: st.Revision, Runs: st.Runs,
+		LastRun: st.LastRun, NextRunAt: st.NextRunAt, Stale: st.Stale, Suspended: st.Suspended, State: gitops.EngineStateOK}
 	if st.Leader != nil {
-		out.Leader = &projection.EngineLeader{Identity: st.Leader.Identity, Since: st.Leader.Since, URL: st.Leader.URL}
+		out.Leader = &gitops.EngineLeader{Identity: st.Leader.Identity, Since: st.Leader.Since, URL: st.Leader.URL}
 	}
 	switch {
 	case st.Suspended != nil:
-		out.State = projection.EngineStateSuspended
+		out.State = gitops.EngineStateSuspended
 	case st.Stale != nil:
-		out.State = projection.EngineStateStale
+		out.State = gitops.EngineStateStale
 	}
 	return out
 }
@@ -433,24 +434,24 @@ func (e *Engine) Status() projection.EngineStatus {
 // until Resume; by names who asked. It is kept in the cluster with a Lease
 // (every replica and every restart sees it), so only the leader changes it
 // (ErrNotLeader elsewhere). It answers the status after the change.
-func (e *Engine) Suspend(ctx context.Context, by string) (projection.EngineStatus, error) {
-	return e.setSuspension(ctx, &projection.EngineSuspension{By: by, At: e.now().UTC().Truncate(time.Second)})
+func (e *Engine) Suspend(ctx context.Context, by string) (gitops.EngineStatus, error) {
+	return e.setSuspension(ctx, &gitops.EngineSuspension{By: by, At: e.now().UTC().Truncate(time.Second)})
 }
 
 // Resume undoes Suspend and queues a run.
-func (e *Engine) Resume(ctx context.Context) (projection.EngineStatus, error) {
+func (e *Engine) Resume(ctx context.Context) (gitops.EngineStatus, error) {
 	st, err := e.setSuspension(ctx, nil)
 	if err == nil {
-		e.Trigger(projection.TriggerRequest)
+		e.Trigger(gitops.TriggerRequest)
 	}
 	return st, err
 }
 
-func (e *Engine) setSuspension(ctx context.Context, su *projection.EngineSuspension) (projection.EngineStatus, error) {
+func (e *Engine) setSuspension(ctx context.Context, su *gitops.EngineSuspension) (gitops.EngineStatus, error) {
 	if e.cfg.Lease != nil {
 		t := e.currentTerm()
 		if t == nil {
-			return projection.EngineStatus{}, ErrNotLeader
+			return gitops.EngineStatus{}, ErrNotLeader
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = joinContexts(ctx, t.ctx)
@@ -465,10 +466,10 @@ func (e *Engine) setSuspension(ctx context.Context, su *projection.EngineSuspens
 	e.mu.Unlock()
 	if e.store != nil {
 		if err := e.fenced(); err != nil {
-			return projection.EngineStatus{}, err
+			return gitops.EngineStatus{}, err
 		}
 		if err := e.store.write(ctx, st); err != nil {
-			return projection.EngineStatus{}, err
+			return gitops.EngineStatus{}, err
 		}
 	}
 	return e.Status(), nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine/enginetest"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -70,14 +71,14 @@ func testReconcileAndBump(t *testing.T, c *clustertest.Cluster, srv *enginetest.
 	sha1 := repo.Commit(t, "twenty apps", files)
 	e := newTestEngine(t, c, repo.URL, "f1", nil)
 
-	rep, err := e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err := e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Declared != 20 || rep.Synced != 20 || rep.Failed != 0 || rep.Revision != sha1 || rep.Instance != "f1" {
 		t.Fatalf("report: declared %d synced %d failed %d revision %s instance %s; want 20/20/0 %s f1", rep.Declared, rep.Synced, rep.Failed, rep.Revision, rep.Instance, sha1)
 	}
-	if st := statuses(rep); st[projection.ResultSynced] != 20 || len(st) != 1 {
+	if st := statuses(rep); st[gitops.ResultSynced] != 20 || len(st) != 1 {
 		t.Fatalf("statuses %v", st)
 	}
 	for i, r := range rep.Results {
@@ -115,7 +116,7 @@ func testReconcileAndBump(t *testing.T, c *clustertest.Cluster, srv *enginetest.
 	// Unchanged: nothing sent, nothing moves.
 	before := versions(t, c, "hanzo", "hanzo-devnet")
 	e.applies.Store(0)
-	rep, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err = e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func testReconcileAndBump(t *testing.T, c *clustertest.Cluster, srv *enginetest.
 	// Check 2: one tag bump patches that App only.
 	sha2 := repo.Commit(t, "bump f1-app07", map[string]string{"crs/hanzo-devnet/f1-app07.yaml": appYAML("f1-app07", "hanzo-devnet", "v1.0.1")})
 	e.applies.Store(0)
-	rep, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err = e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,15 +179,15 @@ func testPrune(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	unlabelled := c.Apply(t, clustertest.Object(t, appYAML("p-stray", "hanzo", "v9")))[0]
 
 	off := newTestEngine(t, c, repo.URL, "f2", nil)
-	if _, err := off.Reconcile(t.Context(), projection.TriggerRequest, false); err != nil {
+	if _, err := off.Reconcile(t.Context(), gitops.TriggerRequest, false); err != nil {
 		t.Fatal(err)
 	}
 	repo.Commit(t, "remove p-app9", map[string]string{"crs/p-app9.yaml": ""})
-	rep, err := off.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err := off.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := resultOf(rep, "hanzo.ai/v1/App/hanzo/p-app9"); r.Status != projection.ResultPruneSkipped || r.Message != "pruning is off" || rep.Pruned != 0 || rep.Declared != 9 {
+	if r := resultOf(rep, "hanzo.ai/v1/App/hanzo/p-app9"); r.Status != gitops.ResultPruneSkipped || r.Message != "pruning is off" || rep.Pruned != 0 || rep.Declared != 9 {
 		t.Fatalf("prune off: %+v, pruned %d, declared %d", r, rep.Pruned, rep.Declared)
 	}
 	if !appExists(t, c, "hanzo", "p-app9") || off.deletes.Load() != 0 {
@@ -194,11 +195,11 @@ func testPrune(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	}
 
 	on := newTestEngine(t, c, repo.URL, "f2", func(cfg *Config) { cfg.Prune, cfg.PruneMax, cfg.PruneMaxRatio = true, 3, 0.2 })
-	rep, err = on.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err = on.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := resultOf(rep, "hanzo.ai/v1/App/hanzo/p-app9"); r.Status != projection.ResultPruned || rep.Pruned != 1 || !rep.Prune {
+	if r := resultOf(rep, "hanzo.ai/v1/App/hanzo/p-app9"); r.Status != gitops.ResultPruned || rep.Pruned != 1 || !rep.Prune {
 		t.Fatalf("prune on: %+v, pruned %d", r, rep.Pruned)
 	}
 	if appExists(t, c, "hanzo", "p-app9") {
@@ -209,11 +210,11 @@ func testPrune(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	before := versions(t, c, "hanzo")
 	repo.Commit(t, "remove half", map[string]string{"crs/p-app0.yaml": "", "crs/p-app1.yaml": "", "crs/p-app2.yaml": "", "crs/p-app3.yaml": ""})
 	on.deletes.Store(0)
-	rep, err = on.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err = on.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := statuses(rep); st[projection.ResultPruneSkipped] != 4 || rep.Pruned != 0 || on.deletes.Load() != 0 {
+	if st := statuses(rep); st[gitops.ResultPruneSkipped] != 4 || rep.Pruned != 0 || on.deletes.Load() != 0 {
 		t.Fatalf("fuse: statuses %v, pruned %d, deletes %d", st, rep.Pruned, on.deletes.Load())
 	}
 	msg := resultOf(rep, "hanzo.ai/v1/App/hanzo/p-app0").Message
@@ -240,7 +241,7 @@ func testBrokenAndPolicy(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 		"crs/zz/ok2.yaml": appYAML("b-app4", "hanzo", "v1"),
 	})
 	e := newTestEngine(t, c, repo.URL, "f3", nil)
-	_, err := e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	_, err := e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err == nil || !strings.HasPrefix(err.Error(), "render crs/z/bad.yaml:15: ") {
 		t.Fatalf("got %v, want a render error naming crs/z/bad.yaml:15", err)
 	}
@@ -259,7 +260,7 @@ func testBrokenAndPolicy(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 		"crs/tenant.yaml": appYAML("b-tenant", "tenant-acme", "v1"),
 		"crs/nons.yaml":   appYAML("b-nons", "hanzo-testnet", "v1"), // mapped, but the namespace does not exist
 	})
-	rep, err := e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err := e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func testBrokenAndPolicy(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 	}
 	for res, prefix := range want {
 		r := resultOf(rep, res)
-		if r.Status != projection.ResultSyncFailed || !strings.HasPrefix(r.Message, prefix) {
+		if r.Status != gitops.ResultSyncFailed || !strings.HasPrefix(r.Message, prefix) {
 			t.Errorf("%s: %+v, want SyncFailed %q…", res, r, prefix)
 		}
 	}
@@ -304,12 +305,12 @@ func testBrokenAndPolicy(t *testing.T, c *clustertest.Cluster, srv *enginetest.S
 	}
 	t.Cleanup(func() { os.Rename(repo.Bare+".gone", repo.Bare) })
 	e.applies.Store(0)
-	rep, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err = e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil || rep.Revision != sha {
 		t.Fatalf("a run with the repository gone: %v, %+v; want the cached revision %s", err, rep, sha)
 	}
 	st := e.Status()
-	if st.Revision != sha || st.State != projection.EngineStateStale || st.Stale == nil || !strings.HasPrefix(st.Stale.Error, "fetch "+repo.URL+" main: ") || e.applies.Load() != 1 {
+	if st.Revision != sha || st.State != gitops.EngineStateStale || st.Stale == nil || !strings.HasPrefix(st.Stale.Error, "fetch "+repo.URL+" main: ") || e.applies.Load() != 1 {
 		t.Errorf("after a failed fetch: revision %s (want %s), state %q, stale %+v, %d applies", st.Revision, sha, st.State, st.Stale, e.applies.Load())
 	}
 }
@@ -346,13 +347,13 @@ func testSelfHeal(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) 
 	if healed[projection.AnnotationEngineRevision] != sha {
 		t.Errorf("revision %q, want %s", healed[projection.AnnotationEngineRevision], sha)
 	}
-	if st := e.Status(); st.NextRunAt == nil || st.LastRun == nil || st.LastRun.Trigger != projection.TriggerInterval {
+	if st := e.Status(); st.NextRunAt == nil || st.LastRun == nil || st.LastRun.Trigger != gitops.TriggerInterval {
 		t.Errorf("status %+v", st)
 	}
 
 	// A trigger (the webhook's path) runs without waiting for the interval.
 	sha2 := repo.Commit(t, "bump", map[string]string{"crs/h.yaml": appYAML("h-app", "hanzo", "v2")})
-	e.Trigger(projection.TriggerWebhook)
+	e.Trigger(gitops.TriggerWebhook)
 	c.WaitFor(t, 20*time.Second, func() (bool, error) {
 		return getApp(t, c, "hanzo", "h-app").GetAnnotations()[projection.AnnotationEngineRevision] == sha2, nil
 	})
@@ -367,17 +368,17 @@ func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 	e := newTestEngine(t, c, repo.URL, "f5", nil)
 
 	var hooked atomic.Int64
-	e.OnRun(func(rep *projection.ReconcileReport, err error, took time.Duration, finished time.Time) {
+	e.OnRun(func(rep *gitops.ReconcileReport, err error, took time.Duration, finished time.Time) {
 		if rep != nil && err == nil && took > 0 && !finished.IsZero() {
 			hooked.Add(1)
 		}
 	})
 	const callers = 8
 	release := srv.Hold(t) // the first run's fetch waits until every caller queued
-	reports := make([]*projection.ReconcileReport, callers)
+	reports := make([]*gitops.ReconcileReport, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
-	wg.Go(func() { reports[0], errs[0] = e.Reconcile(t.Context(), projection.TriggerRequest, false) })
+	wg.Go(func() { reports[0], errs[0] = e.Reconcile(t.Context(), gitops.TriggerRequest, false) })
 	c.WaitFor(t, 10*time.Second, func() (bool, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -387,7 +388,7 @@ func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 	// began: they get the run behind it.
 	sha := repo.CommitBehind(t, "a fourth app", map[string]string{"crs/s4.yaml": appYAML("s-app4", "hanzo", "v1")})
 	for i := 1; i < callers; i++ {
-		wg.Go(func() { reports[i], errs[i] = e.Reconcile(t.Context(), projection.TriggerRequest, false) })
+		wg.Go(func() { reports[i], errs[i] = e.Reconcile(t.Context(), gitops.TriggerRequest, false) })
 	}
 	c.WaitFor(t, 10*time.Second, func() (bool, error) {
 		e.mu.Lock()
@@ -410,7 +411,7 @@ func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 	if e.applies.Load() != 4 || e.Status().Runs != 2 || hooked.Load() != 2 {
 		t.Fatalf("%d callers: %d applies (want 4), %d runs (want 2), %d OnRun calls (want 2)", callers, e.applies.Load(), e.Status().Runs, hooked.Load())
 	}
-	if _, err := e.Reconcile(t.Context(), projection.TriggerRequest, true); err != nil || hooked.Load() != 2 {
+	if _, err := e.Reconcile(t.Context(), gitops.TriggerRequest, true); err != nil || hooked.Load() != 2 {
 		t.Fatalf("a dry run: %v, %d OnRun calls (want still 2)", err, hooked.Load())
 	}
 	// A caller that gives up does not cancel the run the others share.
@@ -418,7 +419,7 @@ func testSingleFlight(t *testing.T, c *clustertest.Cluster, srv *enginetest.Serv
 	release = srv.Hold(t)
 	quitter, quit := context.WithCancel(t.Context())
 	quitErr := make(chan error, 1)
-	go func() { _, err := e.Reconcile(quitter, projection.TriggerRequest, false); quitErr <- err }()
+	go func() { _, err := e.Reconcile(quitter, gitops.TriggerRequest, false); quitErr <- err }()
 	c.WaitFor(t, 10*time.Second, func() (bool, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -441,22 +442,22 @@ func testDryRun(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	repo := srv.NewRepo(t, "fleet6")
 	repo.Commit(t, "two apps", map[string]string{"crs/d1.yaml": appYAML("d-app1", "hanzo", "v1"), "crs/d2.yaml": appYAML("d-app2", "hanzo", "v1"), "crs/d3.yaml": appYAML("d-app3", "hanzo", "v1")})
 	e := newTestEngine(t, c, repo.URL, "f6", func(cfg *Config) { cfg.Prune = true; cfg.PruneMax = 5; cfg.PruneMaxRatio = 0.5 })
-	if _, err := e.Reconcile(t.Context(), projection.TriggerRequest, false); err != nil {
+	if _, err := e.Reconcile(t.Context(), gitops.TriggerRequest, false); err != nil {
 		t.Fatal(err)
 	}
 	repo.Commit(t, "bump one, add one, remove one", map[string]string{
 		"crs/d1.yaml": appYAML("d-app1", "hanzo", "v2"), "crs/d4.yaml": appYAML("d-app4", "hanzo", "v1"), "crs/d3.yaml": "",
 	})
 	before := versions(t, c, "hanzo")
-	rep, err := e.Reconcile(t.Context(), projection.TriggerRequest, true)
+	rep, err := e.Reconcile(t.Context(), gitops.TriggerRequest, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]projection.ReconcileResult{
-		"hanzo.ai/v1/App/hanzo/d-app1": {Status: projection.ResultSynced, Message: "dry run: would be configured"},
-		"hanzo.ai/v1/App/hanzo/d-app2": {Status: projection.ResultSynced, Message: "dry run: unchanged"},
-		"hanzo.ai/v1/App/hanzo/d-app3": {Status: projection.ResultPruned, Message: "dry run: would be pruned"},
-		"hanzo.ai/v1/App/hanzo/d-app4": {Status: projection.ResultSynced, Message: "dry run: would be created"},
+	want := map[string]gitops.ReconcileResult{
+		"hanzo.ai/v1/App/hanzo/d-app1": {Status: gitops.ResultSynced, Message: "dry run: would be configured"},
+		"hanzo.ai/v1/App/hanzo/d-app2": {Status: gitops.ResultSynced, Message: "dry run: unchanged"},
+		"hanzo.ai/v1/App/hanzo/d-app3": {Status: gitops.ResultPruned, Message: "dry run: would be pruned"},
+		"hanzo.ai/v1/App/hanzo/d-app4": {Status: gitops.ResultSynced, Message: "dry run: would be created"},
 	}
 	for res, w := range want {
 		if r := resultOf(rep, res); r.Status != w.Status || r.Message != w.Message {
@@ -482,7 +483,7 @@ func testKustomization(t *testing.T, c *clustertest.Cluster, srv *enginetest.Ser
 		"crs/stray.yaml":          appYAML("k-stray", "hanzo", "v1"),
 	})
 	e := newTestEngine(t, c, repo.URL, "f7", nil)
-	rep, err := e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err := e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}

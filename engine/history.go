@@ -9,8 +9,7 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
-
-	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/gitops"
 )
 
 // historyMax bounds the commits History reads for one App.
@@ -22,13 +21,13 @@ const historyMax = 100
 // is fetched when the last run's revision is not in it yet; otherwise
 // nothing is fetched. An App no file declares, or one from a kustomize
 // build, has none.
-func (e *Engine) History(ctx context.Context, namespace, name string) ([]projection.GitCommit, error) {
+func (e *Engine) History(ctx context.Context, namespace, name string) ([]gitops.GitCommit, error) {
 	return e.git.commits(ctx, namespace, name, e.state().Revision)
 }
 
 // commits is History with want, the revision the last run applied: the
 // clone is fetched when it does not hold it yet.
-func (g *gitWriter) commits(ctx context.Context, namespace, name, want string) ([]projection.GitCommit, error) {
+func (g *gitWriter) commits(ctx context.Context, namespace, name, want string) ([]gitops.GitCommit, error) {
 	branch, err := g.branch()
 	if err != nil {
 		return nil, nil
@@ -76,12 +75,12 @@ func (g *gitWriter) commits(ctx context.Context, namespace, name, want string) (
 		return nil, err
 	}
 	defer iter.Close()
-	var out []projection.GitCommit
+	var out []gitops.GitCommit
 	err = iter.ForEach(func(c *object.Commit) error {
 		if len(out) == historyMax {
 			return errStop
 		}
-		gc := projection.GitCommit{
+		gc := gitops.GitCommit{
 			SHA:     c.Hash.String(),
 			Author:  fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
 			Date:    c.Author.When.UTC(),
@@ -110,11 +109,11 @@ func (g *gitWriter) commits(ctx context.Context, namespace, name, want string) (
 
 // cachedHistory is the cached answer for app; at head, when head is not
 // "" (a new head empties the cache).
-func (g *gitWriter) cachedHistory(head, app string) ([]projection.GitCommit, bool) {
+func (g *gitWriter) cachedHistory(head, app string) ([]gitops.GitCommit, bool) {
 	g.histMu.Lock()
 	defer g.histMu.Unlock()
 	if head != "" && g.history.head != head {
-		g.history.head, g.history.byApp = head, map[string][]projection.GitCommit{}
+		g.history.head, g.history.byApp = head, map[string][]gitops.GitCommit{}
 	}
 	commits, ok := g.history.byApp[app]
 	return commits, ok

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -22,9 +23,9 @@ import (
 // (Skipped). Only objects from the labelled list are candidates, and each
 // delete is conditional on the UID and resourceVersion that list saw, so
 // an object relabelled or replaced since is never deleted.
-func (e *Engine) prune(ctx context.Context, r run, names map[nsName]bool, live liveSet) []projection.ReconcileResult {
+func (e *Engine) prune(ctx context.Context, r run, names map[nsName]bool, live liveSet) []gitops.ReconcileResult {
 	var cands []objKey
-	var out []projection.ReconcileResult
+	var out []gitops.ReconcileResult
 	for k, l := range live.ours {
 		if names[nsName{k.namespace, k.name}] {
 			continue
@@ -33,18 +34,18 @@ func (e *Engine) prune(ctx context.Context, r run, names map[nsName]bool, live l
 		ann := l.GetAnnotations()
 		switch {
 		case ann[projection.AnnotationReconcile] == projection.Disabled:
-			out = append(out, projection.ReconcileResult{Resource: res, Status: projection.ResultSkipped,
+			out = append(out, gitops.ReconcileResult{Resource: res, Status: gitops.ResultSkipped,
 				Message: dry(r, "skipped: the live object has "+projection.AnnotationReconcile+": disabled; not pruned")})
 			continue
 		case ann[projection.AnnotationPrune] == projection.Disabled:
-			out = append(out, projection.ReconcileResult{Resource: res, Status: projection.ResultPruneSkipped,
+			out = append(out, gitops.ReconcileResult{Resource: res, Status: gitops.ResultPruneSkipped,
 				Message: dry(r, "the live object has "+projection.AnnotationPrune+": disabled; not pruned")})
 			continue
 		}
 		if _, _, ok := e.cfg.Namespaces.Env(k.namespace); !ok {
 			// Outside the namespace map the engine writes nothing, deletes
 			// included; such an object does not count toward the fuse.
-			out = append(out, projection.ReconcileResult{Resource: res, Status: projection.ResultPruneSkipped,
+			out = append(out, gitops.ReconcileResult{Resource: res, Status: gitops.ResultPruneSkipped,
 				Message: dry(r, fmt.Sprintf("policy: namespace %q is not in the namespace map; not pruned", k.namespace))})
 			continue
 		}
@@ -56,9 +57,9 @@ func (e *Engine) prune(ctx context.Context, r run, names map[nsName]bool, live l
 	sort.Slice(cands, func(i, j int) bool {
 		return resourceOfKind(cands[i].kind, cands[i].namespace, cands[i].name) < resourceOfKind(cands[j].kind, cands[j].namespace, cands[j].name)
 	})
-	skip := func(msg string) []projection.ReconcileResult {
+	skip := func(msg string) []gitops.ReconcileResult {
 		for _, k := range cands {
-			out = append(out, projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped, Message: dry(r, msg)})
+			out = append(out, gitops.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: gitops.ResultPruneSkipped, Message: dry(r, msg)})
 		}
 		return out
 	}
@@ -72,17 +73,17 @@ func (e *Engine) prune(ctx context.Context, r run, names map[nsName]bool, live l
 	}
 	for _, k := range cands {
 		if ctx.Err() != nil { // the run's time, or the leader's term, is over
-			out = append(out, projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped,
+			out = append(out, gitops.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: gitops.ResultPruneSkipped,
 				Message: dry(r, "not pruned: "+safeAPIError(ctx.Err()))})
 			continue
 		}
 		if err := e.fenced(); err != nil {
-			out = append(out, projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: projection.ResultPruneSkipped,
+			out = append(out, gitops.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name), Status: gitops.ResultPruneSkipped,
 				Message: dry(r, "not pruned: "+err.Error())})
 			continue
 		}
 		l := live.ours[k]
-		res := projection.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name)}
+		res := gitops.ReconcileResult{Resource: resourceOfKind(k.kind, k.namespace, k.name)}
 		if l.GetLabels()[projection.LabelEngineInstance] != e.cfg.Instance {
 			continue // never: the list selected on the label
 		}
@@ -94,16 +95,16 @@ func (e *Engine) prune(ctx context.Context, r run, names map[nsName]bool, live l
 		err := e.dyn.Resource(k.kind.GVR()).Namespace(k.namespace).Delete(ctx, k.name, opts)
 		switch {
 		case err == nil:
-			res.Status, res.Message = projection.ResultPruned, "pruned"
+			res.Status, res.Message = gitops.ResultPruned, "pruned"
 			if r.dryRun {
 				res.Message = "would be pruned"
 			}
 		case apierrors.IsNotFound(err):
-			res.Status, res.Message = projection.ResultPruneSkipped, "already deleted"
+			res.Status, res.Message = gitops.ResultPruneSkipped, "already deleted"
 		case apierrors.IsConflict(err):
-			res.Status, res.Message = projection.ResultPruneSkipped, "changed while it was being pruned; left for the next run"
+			res.Status, res.Message = gitops.ResultPruneSkipped, "changed while it was being pruned; left for the next run"
 		default:
-			res.Status, res.Message = projection.ResultPruneSkipped, "not pruned: "+safeAPIError(err)
+			res.Status, res.Message = gitops.ResultPruneSkipped, "not pruned: "+safeAPIError(err)
 		}
 		res.Message = dry(r, res.Message)
 		out = append(out, res)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine/enginetest"
-	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/gitops"
 )
 
 // testLeastPrivilege: as deployd's identity bound to deploy/rbac.yaml's
@@ -72,13 +72,13 @@ func testLeastPrivilege(t *testing.T, c *clustertest.Cluster, srv *enginetest.Se
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep *projection.ReconcileReport
+	var rep *gitops.ReconcileReport
 	c.WaitFor(t, 10*time.Second, func() (bool, error) { // the authorizer's cache catches up
-		rep, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+		rep, err = e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 		return err == nil && rep.Synced == 3, nil
 	})
 	repo.Commit(t, "remove one", map[string]string{"crs/b.yaml": ""})
-	rep, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err = e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil || rep.Pruned != 1 || appExists(t, c, "hanzo", "r-app2") {
 		t.Fatalf("prune as deployd: %v, %+v", err, rep)
 	}

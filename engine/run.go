@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -15,7 +16,7 @@ import (
 // It holds runMu throughout, records the run in the state (published to
 // the cluster with a Lease) and writes its audit line. A panic anywhere in
 // the run becomes its error: the process keeps serving.
-func (e *Engine) runOnce(ctx context.Context, f *flight, dryRun bool) (rep *projection.ReconcileReport, err error) {
+func (e *Engine) runOnce(ctx context.Context, f *flight, dryRun bool) (rep *gitops.ReconcileReport, err error) {
 	e.runMu.Lock()
 	defer e.runMu.Unlock()
 	start := e.now().UTC()
@@ -43,7 +44,7 @@ func (e *Engine) runOnce(ctx context.Context, f *flight, dryRun bool) (rep *proj
 		rep = nil
 	}
 	end := e.now().UTC()
-	rec := projection.EngineRun{ID: id, Trigger: f.trigger, StartedAt: start, FinishedAt: end}
+	rec := gitops.EngineRun{ID: id, Trigger: f.trigger, StartedAt: start, FinishedAt: end}
 	attrs := []any{"id", id, "trigger", f.trigger, "dryRun", dryRun, "repo", e.cfg.Repo, "ref", e.cfg.Ref,
 		"path", e.cfg.Path, "duration", end.Sub(start).Round(time.Millisecond).String()}
 	if err != nil {
@@ -64,7 +65,7 @@ func (e *Engine) runOnce(ctx context.Context, f *flight, dryRun bool) (rep *proj
 		e.st.Stale = nil
 	} else if out.stale != nil {
 		if e.st.Stale == nil {
-			e.st.Stale = &projection.EngineStale{Since: start}
+			e.st.Stale = &gitops.EngineStale{Since: start}
 		}
 		e.st.Stale.Error = out.stale.Error()
 	}
@@ -93,7 +94,7 @@ type run struct {
 
 // pipelineOut is what a run leaves behind besides its report.
 type pipelineOut struct {
-	report   *projection.ReconcileReport
+	report   *gitops.ReconcileReport
 	revision string // the commit rendered ("" when none was)
 	fetched  bool   // the fetch succeeded
 	stale    error  // the fetch failed and a cached commit was used
@@ -132,12 +133,12 @@ func (e *Engine) pipeline(ctx context.Context, r run, out *pipelineOut) error {
 	if err != nil {
 		return err
 	}
-	rep := &projection.ReconcileReport{
+	rep := &gitops.ReconcileReport{
 		Instance: e.cfg.Instance,
 		Prune:    e.cfg.Prune,
 		Revision: sha,
 		Source:   e.cfg.Source(),
-		Results:  []projection.ReconcileResult{},
+		Results:  []gitops.ReconcileResult{},
 	}
 	adm := e.admit(docs, r)
 	rep.Results = append(rep.Results, adm.refused...)
@@ -157,11 +158,11 @@ func (e *Engine) pipeline(ctx context.Context, r run, out *pipelineOut) error {
 	sort.SliceStable(rep.Results, func(i, j int) bool { return rep.Results[i].Resource < rep.Results[j].Resource })
 	for _, res := range rep.Results {
 		switch res.Status {
-		case projection.ResultSynced:
+		case gitops.ResultSynced:
 			rep.Synced++
-		case projection.ResultSyncFailed:
+		case gitops.ResultSyncFailed:
 			rep.Failed++
-		case projection.ResultPruned:
+		case gitops.ResultPruned:
 			rep.Pruned++
 		}
 	}
@@ -176,7 +177,7 @@ func (e *Engine) pipeline(ctx context.Context, r run, out *pipelineOut) error {
 // was refused, and every name the rendering holds.
 type admission struct {
 	admitted []admittedObj
-	refused  []projection.ReconcileResult
+	refused  []gitops.ReconcileResult
 	// names holds the namespace and name of every rendered document,
 	// whatever its kind and whether or not it was admitted: no live object
 	// of such a name is ever pruned (a typo in apiVersion or kind must not
@@ -252,8 +253,8 @@ func (d Doc) where() string {
 	return d.File
 }
 
-func failed(resource string, r run, msg string) projection.ReconcileResult {
-	return projection.ReconcileResult{Resource: resource, Status: projection.ResultSyncFailed, Message: dry(r, msg)}
+func failed(resource string, r run, msg string) gitops.ReconcileResult {
+	return gitops.ReconcileResult{Resource: resource, Status: gitops.ResultSyncFailed, Message: dry(r, msg)}
 }
 
 // dry prefixes a message of a dry run.
@@ -264,10 +265,10 @@ func dry(r run, msg string) string {
 	return msg
 }
 
-func changedCount(rep *projection.ReconcileReport) int {
+func changedCount(rep *gitops.ReconcileReport) int {
 	n := 0
 	for _, r := range rep.Results {
-		if r.Status == projection.ResultSynced && r.Message != "unchanged" && r.Message != "dry run: unchanged" {
+		if r.Status == gitops.ResultSynced && r.Message != "unchanged" && r.Message != "dry run: unchanged" {
 			n++
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine/enginetest"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -36,9 +37,9 @@ func TestEngineSafetyE2E(t *testing.T) {
 
 func pruning(cfg *Config) { cfg.Prune, cfg.PruneMax, cfg.PruneMaxRatio = true, 10, 1 }
 
-func reconcile(t *testing.T, e *testEngine) *projection.ReconcileReport {
+func reconcile(t *testing.T, e *testEngine) *gitops.ReconcileReport {
 	t.Helper()
-	rep, err := e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	rep, err := e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,22 +92,22 @@ func testMisspeltNotPruned(t *testing.T, c *clustertest.Cluster, srv *enginetest
 		"crs/c.yaml": "",
 	})
 	rep := reconcile(t, e)
-	if got := resultOf(rep, "hanzo.ai/v2/App/hanzo/typo-a"); got.Status != projection.ResultSyncFailed || !strings.Contains(got.Message, "allow-list") {
+	if got := resultOf(rep, "hanzo.ai/v2/App/hanzo/typo-a"); got.Status != gitops.ResultSyncFailed || !strings.Contains(got.Message, "allow-list") {
 		t.Errorf("the misspelt apiVersion: %+v", got)
 	}
-	if got := resultOf(rep, "hanzo.ai/v1/Ap//typo-b"); got.Status != projection.ResultSyncFailed {
+	if got := resultOf(rep, "hanzo.ai/v1/Ap//typo-b"); got.Status != gitops.ResultSyncFailed {
 		t.Errorf("the misspelt kind: %+v", got)
 	}
 	for _, name := range []string{"typo-a", "typo-b"} {
 		if !appExists(t, c, "hanzo", name) {
 			t.Errorf("App %s was deleted though the repository still names it", name)
 		}
-		if r := resultOf(rep, "hanzo.ai/v1/App/hanzo/"+name); r.Status == projection.ResultPruned || r.Status == projection.ResultPruneSkipped {
+		if r := resultOf(rep, "hanzo.ai/v1/App/hanzo/"+name); r.Status == gitops.ResultPruned || r.Status == gitops.ResultPruneSkipped {
 			t.Errorf("App %s was a prune candidate: %+v", name, r)
 		}
 	}
 	// What the repository no longer names is still pruned.
-	if appExists(t, c, "hanzo", "typo-c") || resultOf(rep, "hanzo.ai/v1/App/hanzo/typo-c").Status != projection.ResultPruned {
+	if appExists(t, c, "hanzo", "typo-c") || resultOf(rep, "hanzo.ai/v1/App/hanzo/typo-c").Status != gitops.ResultPruned {
 		t.Errorf("typo-c, removed from the repository, was not pruned: %+v", resultOf(rep, "hanzo.ai/v1/App/hanzo/typo-c"))
 	}
 }
@@ -124,7 +125,7 @@ func testOptOuts(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	setTag(t, c, "hanzo", "opt-other", "v1-drift")
 
 	rep := reconcile(t, e) // self-heal
-	if got := resultOf(rep, "hanzo.ai/v1/App/hanzo/opt-hot"); got.Status != projection.ResultSkipped {
+	if got := resultOf(rep, "hanzo.ai/v1/App/hanzo/opt-hot"); got.Status != gitops.ResultSkipped {
 		t.Errorf("the hotfixed App under self-heal: %+v, want Skipped", got)
 	}
 	if tag := liveTag(t, c, "hanzo", "opt-hot"); tag != "v1-hotfix" {
@@ -139,10 +140,10 @@ func testOptOuts(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 
 	repo.Commit(t, "drop two", map[string]string{"crs/k.yaml": "", "crs/h.yaml": ""})
 	rep = reconcile(t, e)
-	if got := resultOf(rep, "hanzo.ai/v1/App/hanzo/opt-keep"); got.Status != projection.ResultPruneSkipped || !strings.Contains(got.Message, projection.AnnotationPrune) {
+	if got := resultOf(rep, "hanzo.ai/v1/App/hanzo/opt-keep"); got.Status != gitops.ResultPruneSkipped || !strings.Contains(got.Message, projection.AnnotationPrune) {
 		t.Errorf("the opted-out App: %+v", got)
 	}
-	if got := resultOf(rep, "hanzo.ai/v1/App/hanzo/opt-hot"); got.Status != projection.ResultSkipped {
+	if got := resultOf(rep, "hanzo.ai/v1/App/hanzo/opt-hot"); got.Status != gitops.ResultSkipped {
 		t.Errorf("the hotfixed App under prune: %+v, want Skipped", got)
 	}
 	for _, name := range []string{"opt-keep", "opt-hot", "opt-other"} {
@@ -177,13 +178,13 @@ func testOwnership(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server)
 	e := newTestEngine(t, c, repo.URL, "own", pruning)
 	rep := reconcile(t, e)
 	got := resultOf(rep, "hanzo.ai/v1/App/hanzo/own-theirs")
-	if got.Status != projection.ResultSyncFailed || !strings.Contains(got.Message, `"elsewhere"`) {
+	if got.Status != gitops.ResultSyncFailed || !strings.Contains(got.Message, `"elsewhere"`) {
 		t.Errorf("another instance's App: %+v, want SyncFailed naming the owner", got)
 	}
 	if rv := getApp(t, c, "hanzo", "own-theirs").GetResourceVersion(); rv != before {
 		t.Errorf("another instance's App was written (resourceVersion %s → %s)", before, rv)
 	}
-	if got := resultOf(rep, "hanzo.ai/v1/App/hanzo/own-loose"); got.Status != projection.ResultSynced || !strings.HasPrefix(got.Message, "adopted") {
+	if got := resultOf(rep, "hanzo.ai/v1/App/hanzo/own-loose"); got.Status != gitops.ResultSynced || !strings.HasPrefix(got.Message, "adopted") {
 		t.Errorf("the unlabelled App: %+v, want Synced adopted", got)
 	}
 	if l := getApp(t, c, "hanzo", "own-loose").GetLabels()[projection.LabelEngineInstance]; l != "own" {
@@ -211,7 +212,7 @@ func testGitDown(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 		t.Errorf("not healed from the cached commit: tag %s", tag)
 	}
 	st := e.Status()
-	if st.State != projection.EngineStateStale || st.Stale == nil || st.Stale.Error == "" || st.Stale.Since.IsZero() {
+	if st.State != gitops.EngineStateStale || st.Stale == nil || st.Stale.Error == "" || st.Stale.Since.IsZero() {
 		t.Fatalf("status with git down: state %q stale %+v", st.State, st.Stale)
 	}
 	since := st.Stale.Since
@@ -223,7 +224,7 @@ func testGitDown(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	// A process started while git is down heals from the cache folder.
 	cold := newTestEngine(t, c, repo.URL, "down", func(cfg *Config) { cfg.CacheDir = cache })
 	setTag(t, c, "hanzo", "down-app", "v8-by-hand")
-	rep, err := cold.Reconcile(t.Context(), projection.TriggerInterval, false)
+	rep, err := cold.Reconcile(t.Context(), gitops.TriggerInterval, false)
 	if err != nil || rep.Revision != sha {
 		t.Fatalf("a cold process with git down: %v, %+v", err, rep)
 	}
@@ -232,7 +233,7 @@ func testGitDown(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	}
 	restore()
 	reconcile(t, e)
-	if st := e.Status(); st.State != projection.EngineStateOK || st.Stale != nil {
+	if st := e.Status(); st.State != gitops.EngineStateOK || st.Stale != nil {
 		t.Errorf("status once git is back: %q %+v", st.State, st.Stale)
 	}
 }
@@ -244,7 +245,7 @@ func testPanics(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	repo.Commit(t, "apps", map[string]string{"crs/p1.yaml": appYAML("panic-1", "hanzo", "v1"), "crs/p2.yaml": appYAML("panic-2", "hanzo", "v1")})
 	e := newTestEngine(t, c, repo.URL, "panic", pruning)
 	var runs []error
-	e.OnRun(func(_ *projection.ReconcileReport, err error, _ time.Duration, _ time.Time) { runs = append(runs, err) })
+	e.OnRun(func(_ *gitops.ReconcileReport, err error, _ time.Duration, _ time.Time) { runs = append(runs, err) })
 	for _, stage := range []string{"render", "apply", "prune"} {
 		runs = runs[:0]
 		e.SetStageHook(func(s string) {
@@ -255,7 +256,7 @@ func testPanics(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 		if stage != "render" {
 			setTag(t, c, "hanzo", "panic-1", "v0-"+stage) // something to apply
 		}
-		rep, err := e.Reconcile(t.Context(), projection.TriggerRequest, false)
+		rep, err := e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 		if err == nil || rep != nil {
 			t.Fatalf("%s: a run that panicked answered %+v, %v", stage, rep, err)
 		}
@@ -297,10 +298,10 @@ func testNoLostTrigger(t *testing.T, c *clustertest.Cluster, srv *enginetest.Ser
 		}
 	})
 	done := make(chan error, 1)
-	go func() { _, err := e.Reconcile(t.Context(), projection.TriggerRequest, false); done <- err }()
+	go func() { _, err := e.Reconcile(t.Context(), gitops.TriggerRequest, false); done <- err }()
 	<-inRender // the run fetched v1
 	sha := repo.Commit(t, "v2", map[string]string{"crs/t.yaml": appYAML("trig-app", "hanzo", "v2")})
-	e.Trigger(projection.TriggerWebhook)
+	e.Trigger(gitops.TriggerWebhook)
 	c.WaitFor(t, 10*time.Second, func() (bool, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -313,7 +314,7 @@ func testNoLostTrigger(t *testing.T, c *clustertest.Cluster, srv *enginetest.Ser
 	c.WaitFor(t, 20*time.Second, func() (bool, error) {
 		return getApp(t, c, "hanzo", "trig-app").GetAnnotations()[projection.AnnotationEngineRevision] == sha, nil
 	})
-	if st := e.Status(); st.LastRun == nil || st.LastRun.Trigger != projection.TriggerWebhook {
+	if st := e.Status(); st.LastRun == nil || st.LastRun.Trigger != gitops.TriggerWebhook {
 		t.Errorf("the last run: %+v, want the webhook's", st.LastRun)
 	}
 }
@@ -326,15 +327,15 @@ func testSuspend(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	e := newTestEngine(t, c, repo.URL, "susp", pushOn)
 	reconcile(t, e)
 	st, err := e.Suspend(t.Context(), "Ada Lovelace")
-	if err != nil || st.State != projection.EngineStateSuspended || st.Suspended == nil || st.Suspended.By != "Ada Lovelace" {
+	if err != nil || st.State != gitops.EngineStateSuspended || st.Suspended == nil || st.Suspended.By != "Ada Lovelace" {
 		t.Fatalf("suspend: %v %+v", err, st)
 	}
-	_, err = e.Reconcile(t.Context(), projection.TriggerRequest, false)
+	_, err = e.Reconcile(t.Context(), gitops.TriggerRequest, false)
 	var se *SuspendedError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "Ada Lovelace") || !se.Conflict() {
 		t.Fatalf("a request while suspended: %v", err)
 	}
-	if _, err := e.Reconcile(t.Context(), projection.TriggerInterval, false); !errors.Is(err, errSkipped) {
+	if _, err := e.Reconcile(t.Context(), gitops.TriggerInterval, false); !errors.Is(err, errSkipped) {
 		t.Fatalf("an interval run while suspended: %v", err)
 	}
 	head := repo.Head(t)
@@ -348,7 +349,7 @@ func testSuspend(t *testing.T, c *clustertest.Cluster, srv *enginetest.Server) {
 	if _, err := e.Resume(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.Status(); st.State != projection.EngineStateOK || st.Runs != runs {
+	if st := e.Status(); st.State != gitops.EngineStateOK || st.Runs != runs {
 		t.Errorf("after resume: %+v", st)
 	}
 	reconcile(t, e)

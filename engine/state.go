@@ -7,26 +7,25 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hanzoai/deploy/gitops"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/hanzoai/deploy/projection"
 )
 
 // state is the engine's status as every replica reports it: kept in the
 // cluster (a ConfigMap beside the Lease) by the leader, read back by all.
 type state struct {
-	Leader    *leaderRecord                `json:"leader,omitempty"`
-	Revision  string                       `json:"revision,omitempty"`
-	Runs      int64                        `json:"runs"`
-	LastRun   *projection.EngineRun        `json:"lastRun,omitempty"`
-	NextRunAt *time.Time                   `json:"nextRunAt,omitempty"`
-	Stale     *projection.EngineStale      `json:"stale,omitempty"`
-	Suspended *projection.EngineSuspension `json:"suspended,omitempty"`
+	Leader    *leaderRecord            `json:"leader,omitempty"`
+	Revision  string                   `json:"revision,omitempty"`
+	Runs      int64                    `json:"runs"`
+	LastRun   *gitops.EngineRun        `json:"lastRun,omitempty"`
+	NextRunAt *time.Time               `json:"nextRunAt,omitempty"`
+	Stale     *gitops.EngineStale      `json:"stale,omitempty"`
+	Suspended *gitops.EngineSuspension `json:"suspended,omitempty"`
 }
 
 // leaderRecord is the leader as the state records it, with the URL the

@@ -18,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -32,7 +33,7 @@ const (
 )
 
 // TagWrite is a write-back: set the App's spec.image.tag in its file.
-type TagWrite = projection.TagWrite
+type TagWrite = gitops.TagWrite
 
 // WriteError is a write-back that did not land; its text is safe for a
 // client. Conflict marks one the caller may retry (the ref kept moving,
@@ -104,7 +105,7 @@ func (e *Engine) WriteTag(ctx context.Context, w TagWrite) (string, error) {
 		"file", file, "commit", sha, "requestId", sanitizeID(w.RequestID))
 	// Reconcile that revision at once: the run it joins fetches after the
 	// push. The commit landed whatever the run says.
-	if _, err := e.Reconcile(ctx, projection.TriggerRequest, false); err != nil {
+	if _, err := e.Reconcile(ctx, gitops.TriggerRequest, false); err != nil {
 		e.log.Warn("engine write-back: the reconcile after the push failed", "commit", sha, "error", err.Error())
 	}
 	return sha, nil
@@ -124,7 +125,7 @@ type gitWriter struct {
 	// and App; a new head empties it.
 	history struct {
 		head  string
-		byApp map[string][]projection.GitCommit
+		byApp map[string][]gitops.GitCommit
 	}
 	now func() time.Time
 	// beforePush, when set (by tests), runs before each push.

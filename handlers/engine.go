@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -13,11 +14,11 @@ type Engine interface {
 	// flight, and answers its report. An error means the run could not
 	// complete (the source could not be fetched, the rendering failed); its
 	// text is safe for a client and names the file and line where it can.
-	Reconcile(ctx context.Context, trigger string, dryRun bool) (*projection.ReconcileReport, error)
+	Reconcile(ctx context.Context, trigger string, dryRun bool) (*gitops.ReconcileReport, error)
 	// Trigger queues a run and returns at once (the webhook's path).
 	Trigger(trigger string)
 	// Status is the engine's state for GET /v1/deploy/gitops.
-	Status() projection.EngineStatus
+	Status() gitops.EngineStatus
 	// Desired is the object as the last rendering declared it, when the
 	// engine manages it.
 	Desired(kind projection.Kind, namespace, name string) (map[string]any, bool)
@@ -31,9 +32,9 @@ type Engine interface {
 	// the declared one. An error's text is safe for a client; an error with
 	// a Conflict() bool method answering true is a 409, one with Invalid()
 	// a 400.
-	WriteTag(ctx context.Context, w projection.TagWrite) (string, error)
+	WriteTag(ctx context.Context, w gitops.TagWrite) (string, error)
 	// History is the commits that touched the App's file, newest first.
-	History(ctx context.Context, namespace, name string) ([]projection.GitCommit, error)
+	History(ctx context.Context, namespace, name string) ([]gitops.GitCommit, error)
 	// Instance is the value of the tracking label on the objects the
 	// engine manages: an App carrying it is managed, from the first
 	// request after start.
@@ -45,6 +46,6 @@ type Engine interface {
 	Leader() (url string, self bool, err error)
 	// Suspend and Resume stop and restart the engine's interval and
 	// webhook runs (kept in the cluster); they answer the status after.
-	Suspend(ctx context.Context, by string) (projection.EngineStatus, error)
-	Resume(ctx context.Context) (projection.EngineStatus, error)
+	Suspend(ctx context.Context, by string) (gitops.EngineStatus, error)
+	Resume(ctx context.Context) (gitops.EngineStatus, error)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hanzoai/deploy/auth"
-	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/gitops"
 )
 
 // The engine's routes. Reconcile is a write (SuperAdmin, checked first);
@@ -131,7 +131,7 @@ func (s *Server) reconcile(c echo.Context) error {
 	}
 	rec := auditOf(c)
 	rec.summary = "reconcile dryRun=" + strconv.FormatBool(dryRun)
-	report, err := s.d.Engine.Reconcile(c.Request().Context(), projection.TriggerRequest, dryRun)
+	report, err := s.d.Engine.Reconcile(c.Request().Context(), gitops.TriggerRequest, dryRun)
 	if err != nil {
 		return engineError(err)
 	}
@@ -141,7 +141,7 @@ func (s *Server) reconcile(c echo.Context) error {
 	// Requests that share a run share its report: answer a copy.
 	out := *report
 	if out.Results == nil {
-		out.Results = []projection.ReconcileResult{}
+		out.Results = []gitops.ReconcileResult{}
 	}
 	rec.summary += " revision=" + out.Revision + " declared=" + strconv.Itoa(out.Declared) + " synced=" + strconv.Itoa(out.Synced) +
 		" failed=" + strconv.Itoa(out.Failed) + " pruned=" + strconv.Itoa(out.Pruned)
@@ -203,7 +203,7 @@ func (s *Server) gitWebhook(c echo.Context) error {
 		ans.Ignored = "the push deleted " + quoteShort(p.Ref)
 	default:
 		ans.Queued = true
-		s.d.Engine.Trigger(projection.TriggerWebhook)
+		s.d.Engine.Trigger(gitops.TriggerWebhook)
 	}
 	if ans.Queued {
 		rec.summary += " queued"
@@ -215,11 +215,11 @@ func (s *Server) gitWebhook(c echo.Context) error {
 
 // engineStatus is the engine's state for GET /v1/deploy/gitops; disabled,
 // the configured source (if any) with nothing run.
-func (s *Server) engineStatus() projection.EngineStatus {
+func (s *Server) engineStatus() gitops.EngineStatus {
 	if s.d.Engine != nil {
 		return s.d.Engine.Status()
 	}
-	st := projection.EngineStatus{}
+	st := gitops.EngineStatus{}
 	if src := s.d.Projection.Engine; src != nil {
 		st.Source = *src
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/projection/drift/drifttest"
 )
@@ -23,9 +24,9 @@ import (
 // or error and counts what it was asked.
 type fakeEngine struct {
 	mu         sync.Mutex
-	report     *projection.ReconcileReport
+	report     *gitops.ReconcileReport
 	err        error
-	status     projection.EngineStatus
+	status     gitops.EngineStatus
 	desired    map[string]map[string]any // liveKey → object
 	reconciles []bool                    // dryRun of each call
 	triggers   []string
@@ -33,13 +34,13 @@ type fakeEngine struct {
 	leaderURL string
 	notSelf   bool
 	leaderErr error
-	suspended *projection.EngineSuspension
+	suspended *gitops.EngineSuspension
 }
 
-func (f *fakeEngine) Reconcile(_ context.Context, trigger string, dryRun bool) (*projection.ReconcileReport, error) {
+func (f *fakeEngine) Reconcile(_ context.Context, trigger string, dryRun bool) (*gitops.ReconcileReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if trigger != projection.TriggerRequest {
+	if trigger != gitops.TriggerRequest {
 		panic("reconcile by request with trigger " + trigger)
 	}
 	f.reconciles = append(f.reconciles, dryRun)
@@ -52,7 +53,7 @@ func (f *fakeEngine) Trigger(trigger string) {
 	f.triggers = append(f.triggers, trigger)
 }
 
-func (f *fakeEngine) Status() projection.EngineStatus {
+func (f *fakeEngine) Status() gitops.EngineStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.status
@@ -78,31 +79,31 @@ func (f *fakeEngine) Leader() (string, bool, error) {
 	return f.leaderURL, !f.notSelf, f.leaderErr
 }
 
-func (f *fakeEngine) Suspend(_ context.Context, by string) (projection.EngineStatus, error) {
+func (f *fakeEngine) Suspend(_ context.Context, by string) (gitops.EngineStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.suspended == nil {
-		f.suspended = &projection.EngineSuspension{By: by, At: engineStarted}
+		f.suspended = &gitops.EngineSuspension{By: by, At: engineStarted}
 	}
 	st := f.status
-	st.Suspended, st.State = f.suspended, projection.EngineStateSuspended
+	st.Suspended, st.State = f.suspended, gitops.EngineStateSuspended
 	return st, nil
 }
 
-func (f *fakeEngine) Resume(context.Context) (projection.EngineStatus, error) {
+func (f *fakeEngine) Resume(context.Context) (gitops.EngineStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.suspended = nil
 	st := f.status
-	st.State = projection.EngineStateOK
+	st.State = gitops.EngineStateOK
 	return st, nil
 }
 
-func (f *fakeEngine) WriteTag(context.Context, projection.TagWrite) (string, error) {
+func (f *fakeEngine) WriteTag(context.Context, gitops.TagWrite) (string, error) {
 	return "", errors.New("the fake engine declares no App")
 }
 
-func (f *fakeEngine) History(context.Context, string, string) ([]projection.GitCommit, error) {
+func (f *fakeEngine) History(context.Context, string, string) ([]gitops.GitCommit, error) {
 	return nil, nil
 }
 
@@ -122,17 +123,17 @@ var (
 // one run done, whose report has a failure.
 func newEngineFake() *fakeEngine {
 	return &fakeEngine{
-		report: &projection.ReconcileReport{
+		report: &gitops.ReconcileReport{
 			Declared: 3, Failed: 1, Instance: "universe", Synced: 2, Revision: testRevision, Source: testEngineSource,
-			Results: []projection.ReconcileResult{
-				{Message: "unchanged", Resource: "hanzo.ai/v1/App/hanzo/gateway", Status: projection.ResultSynced},
-				{Message: "created", Resource: "hanzo.ai/v1/App/hanzo/iam", Status: projection.ResultSynced},
-				{Message: "kind v1/Secret is not on the engine's allow-list", Resource: "/v1/Secret/hanzo/db", Status: projection.ResultSyncFailed},
+			Results: []gitops.ReconcileResult{
+				{Message: "unchanged", Resource: "hanzo.ai/v1/App/hanzo/gateway", Status: gitops.ResultSynced},
+				{Message: "created", Resource: "hanzo.ai/v1/App/hanzo/iam", Status: gitops.ResultSynced},
+				{Message: "kind v1/Secret is not on the engine's allow-list", Resource: "/v1/Secret/hanzo/db", Status: gitops.ResultSyncFailed},
 			},
 		},
-		status: projection.EngineStatus{
+		status: gitops.EngineStatus{
 			Enabled: true, Source: testEngineSource, Revision: testRevision, Runs: 7,
-			LastRun: &projection.EngineRun{ID: "20261130T120000Z-7", Trigger: projection.TriggerInterval, StartedAt: engineStarted,
+			LastRun: &gitops.EngineRun{ID: "20261130T120000Z-7", Trigger: gitops.TriggerInterval, StartedAt: engineStarted,
 				FinishedAt: engineFinished, Declared: 3, Synced: 2, Failed: 1},
 			NextRunAt: &engineNext,
 		},
@@ -264,7 +265,7 @@ func TestReconcileReport(t *testing.T) {
 	}
 
 	f.mu.Lock()
-	f.report = &projection.ReconcileReport{Instance: "universe", Revision: testRevision, Source: testEngineSource}
+	f.report = &gitops.ReconcileReport{Instance: "universe", Revision: testRevision, Source: testEngineSource}
 	f.mu.Unlock()
 	if r := env.post(t, reconcilePath+"?dryRun=true", root, ""); r.code != 200 || !strings.Contains(r.body, `"results":[]`) {
 		t.Fatalf("an empty report: %d %s", r.code, r.body)
@@ -412,8 +413,8 @@ func TestGitWebhook(t *testing.T) {
 			if tc.trigger {
 				want = 1
 			}
-			if len(triggers) != want || (want == 1 && triggers[0] != projection.TriggerWebhook) {
-				t.Fatalf("triggers %v, want %d of %q", triggers, want, projection.TriggerWebhook)
+			if len(triggers) != want || (want == 1 && triggers[0] != gitops.TriggerWebhook) {
+				t.Fatalf("triggers %v, want %d of %q", triggers, want, gitops.TriggerWebhook)
 			}
 			if !hasAuditLine(env.logs.String(), webhookPath) {
 				t.Fatal("no audit line for the webhook")

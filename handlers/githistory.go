@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -36,7 +37,7 @@ type gitHistoryEntry struct {
 // ReplicaSet revision that ran that tag, on the newest commit declaring
 // it, else commitID), then the ReplicaSet releases no commit declares. ok is false when
 // the App is not managed or its commits cannot be read.
-func (s *Server) gitHistory(c echo.Context, a *projection.App) ([]gitHistoryEntry, []projection.GitCommit, bool) {
+func (s *Server) gitHistory(c echo.Context, a *projection.App) ([]gitHistoryEntry, []gitops.GitCommit, bool) {
 	if _, managed := s.managedFile(a); !managed {
 		return nil, nil, false
 	}
@@ -106,7 +107,7 @@ func (s *Server) applicationWithGitHistory(c echo.Context, a *projection.App, hi
 // gitRevisionMetadata answers the metadata of a commit of a managed App,
 // named by its SHA (or a prefix of at least 7) or by the tag it declared
 // (the newest such commit).
-func gitRevisionMetadata(commits []projection.GitCommit, rev string) (revisionMetadata, bool) {
+func gitRevisionMetadata(commits []gitops.GitCommit, rev string) (revisionMetadata, bool) {
 	for _, gc := range commits {
 		if gc.Tag == rev || gc.SHA == rev || (len(rev) >= 7 && strings.HasPrefix(gc.SHA, rev)) {
 			m := revisionMetadata{Date: gc.Date.UTC().Format(time.RFC3339), Message: gc.Message, Author: gc.Author}

@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/labstack/echo/v4"
 )
@@ -11,7 +12,7 @@ type gitopsBody struct {
 	Installed    bool                     `json:"installed"`
 	Reason       string                   `json:"reason,omitempty"`
 	Applications []projection.Application `json:"applications"`
-	Engine       projection.EngineStatus  `json:"engine"`
+	Engine       gitops.EngineStatus      `json:"engine"`
 }
 
 // gitops lists the CD Applications (SuperAdmin only).

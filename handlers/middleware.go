@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hanzoai/deploy/auth"
-	"github.com/hanzoai/deploy/handlers/metrics"
+	"github.com/hanzoai/deploy/metrics"
 )
 
 // recoverPanics turns a panic in a handler into a logged 500: a panic is a

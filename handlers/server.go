@@ -12,7 +12,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/hanzoai/deploy/auth"
-	"github.com/hanzoai/deploy/handlers/metrics"
+	"github.com/hanzoai/deploy/metrics"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 )

@@ -24,7 +24,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/auth/authtest"
-	"github.com/hanzoai/deploy/handlers/metrics"
+	"github.com/hanzoai/deploy/metrics"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/web"
 )

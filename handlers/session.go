@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hanzoai/deploy/auth"
-	"github.com/hanzoai/deploy/handlers/metrics"
+	"github.com/hanzoai/deploy/metrics"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hanzoai/deploy/handlers/metrics"
+	"github.com/hanzoai/deploy/metrics"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

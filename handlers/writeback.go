@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -63,7 +64,7 @@ func (s *Server) withGitHistory(c echo.Context, a *projection.App) []projection.
 // writeTag commits the tag through the engine and answers the Application
 // plus "commit" (none when the tag was already declared).
 func (s *Server) writeTag(c echo.Context, a *projection.App, tag, verb string) error {
-	w := projection.TagWrite{Namespace: a.Namespace, Name: a.Name, Tag: tag, Verb: verb, RequestID: newRequestID()}
+	w := gitops.TagWrite{Namespace: a.Namespace, Name: a.Name, Tag: tag, Verb: verb, RequestID: newRequestID()}
 	c.Response().Header().Set("X-Request-Id", w.RequestID)
 	if p := auth.PrincipalFrom(c.Request().Context()); p != nil {
 		w.AuthorName, w.AuthorEmail = authorOf(p)

@@ -17,9 +17,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hanzoai/deploy/gitops"
 	"sigs.k8s.io/yaml"
-
-	"github.com/hanzoai/deploy/projection"
 )
 
 // The terminal's commands over deployd's HTTP API (the one the page and
@@ -714,7 +713,7 @@ func printEngine(w io.Writer, sub string, raw []byte) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	if sub == "reconcile" {
-		var r projection.ReconcileReport
+		var r gitops.ReconcileReport
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return failed("the engine's answer is not the JSON expected: %v", err)
 		}
@@ -724,7 +723,7 @@ func printEngine(w io.Writer, sub string, raw []byte) error {
 		}
 		return nil
 	}
-	var st projection.EngineStatus
+	var st gitops.EngineStatus
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return failed("the engine's answer is not the JSON expected: %v", err)
 	}

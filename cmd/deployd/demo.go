@@ -23,6 +23,7 @@ import (
 	"github.com/hanzoai/deploy/demo/gitrepo"
 	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/fleet"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/handlers"
 	"github.com/hanzoai/deploy/projection"
 )
@@ -257,7 +258,7 @@ func (d *demoServer) startEngine(ctx context.Context, o demoOptions, pcfg projec
 		Message: "The demo fleet",
 		OnPush: func() {
 			if e := eng.Load(); e != nil {
-				e.Trigger(projection.TriggerWebhook)
+				e.Trigger(gitops.TriggerWebhook)
 			}
 		},
 		Log: o.Log.With("component", "demo-git"),

@@ -23,6 +23,7 @@ import (
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/engine/enginetest"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -85,7 +86,7 @@ func TestPlaneRunsTheEngine(t *testing.T) {
 	if got := live.GetAnnotations()[projection.AnnotationEngineRevision]; got != sha {
 		t.Errorf("revision annotation %q, want %s", got, sha)
 	}
-	if st := eng.Status(); st.Runs < 1 || st.LastRun == nil || st.LastRun.Trigger != projection.TriggerInterval || st.Revision != sha {
+	if st := eng.Status(); st.Runs < 1 || st.LastRun == nil || st.LastRun.Trigger != gitops.TriggerInterval || st.Revision != sha {
 		t.Errorf("engine status %+v", st)
 	}
 	// The App comes back through the watch as managed: its Application's
@@ -171,10 +172,10 @@ func TestReconcileRoute(t *testing.T) {
 	}
 
 	events := follow(t, nil, env.URL+"/v1/deploy/stream/applications", root)
-	reconcile := func() projection.ReconcileReport {
+	reconcile := func() gitops.ReconcileReport {
 		t.Helper()
 		r := env.send(t, nil, http.MethodPost, "/v1/deploy/reconcile", root, "")
-		var rep projection.ReconcileReport
+		var rep gitops.ReconcileReport
 		if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &rep) != nil {
 			t.Fatalf("reconcile: %d %s", r.code, r.body)
 		}
@@ -185,7 +186,7 @@ func TestReconcileRoute(t *testing.T) {
 		t.Fatalf("first report: declared %d synced %d failed %d revision %s (want %s), %d results", rep.Declared, rep.Synced, rep.Failed, rep.Revision, sha, len(rep.Results))
 	}
 	for _, res := range rep.Results {
-		if res.Status != projection.ResultSynced {
+		if res.Status != gitops.ResultSynced {
 			t.Errorf("%s: %s %s", res.Resource, res.Status, res.Message)
 		}
 	}

@@ -15,8 +15,9 @@ import (
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/cluster/release"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/handlers"
-	"github.com/hanzoai/deploy/handlers/metrics"
+	"github.com/hanzoai/deploy/metrics"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 	"github.com/hanzoai/deploy/web"
@@ -104,7 +105,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 	})
 	cfg.Feed.OnBatch = func(b cluster.Batch) { p.metrics.Batch(b.Size, b.Fold, b.Wait) }
 	if hook, ok := cfg.Engine.(interface {
-		OnRun(func(*projection.ReconcileReport, error, time.Duration, time.Time))
+		OnRun(func(*gitops.ReconcileReport, error, time.Duration, time.Time))
 	}); ok {
 		hook.OnRun(p.metrics.EngineRun) // every finished run, whatever its trigger
 	}
@@ -205,11 +206,11 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 
 // engineGauges reads the engine's state for the metrics; nil when the
 // engine is disabled.
-func engineGauges(e handlers.Engine) func() (projection.EngineStatus, bool) {
+func engineGauges(e handlers.Engine) func() (gitops.EngineStatus, bool) {
 	if e == nil {
 		return nil
 	}
-	return func() (projection.EngineStatus, bool) {
+	return func() (gitops.EngineStatus, bool) {
 		_, self, _ := e.Leader()
 		return e.Status(), self
 	}

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 
-	"github.com/hanzoai/deploy/handlers/metrics"
+	"github.com/hanzoai/deploy/metrics"
 )
 
 // metricsHandler is what the metrics listener serves: /metrics, and with

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -22,15 +23,15 @@ import (
 type pageEngine struct {
 	mu        sync.Mutex
 	calls     []string // "dry" or "run", in order
-	suspended *projection.EngineSuspension
-	stale     *projection.EngineStale
+	suspended *gitops.EngineSuspension
+	stale     *gitops.EngineStale
 }
 
 const pageRevision = "9e1b0c7d2a4f6e8b0d1c3a5f7e9b2d4c6a8e0f13"
 
 var pageSource = projection.EngineSource{Repo: "https://git.example/hanzoai/universe", Ref: "main", Path: "infra/k8s/operator/crs"}
 
-func (e *pageEngine) Reconcile(_ context.Context, trigger string, dryRun bool) (*projection.ReconcileReport, error) {
+func (e *pageEngine) Reconcile(_ context.Context, trigger string, dryRun bool) (*gitops.ReconcileReport, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	prefix, call := "", "run"
@@ -38,13 +39,13 @@ func (e *pageEngine) Reconcile(_ context.Context, trigger string, dryRun bool) (
 		prefix, call = "dry run: ", "dry"
 	}
 	e.calls = append(e.calls, call)
-	rep := &projection.ReconcileReport{
+	rep := &gitops.ReconcileReport{
 		Declared: 4, Synced: 3, Failed: 1, Instance: "universe", Revision: pageRevision, Source: pageSource,
-		Results: []projection.ReconcileResult{
-			{Message: prefix + "kind v1/Secret is not on the engine's allow-list", Resource: "/v1/Secret/hanzo/db", Status: projection.ResultSyncFailed},
-			{Message: prefix + "unchanged", Resource: "hanzo.ai/v1/App/hanzo/gateway", Status: projection.ResultSynced},
-			{Message: prefix + "spec.image.tag v1.4.2 → v1.5.0", Resource: "hanzo.ai/v1/App/hanzo/iam", Status: projection.ResultSynced},
-			{Message: prefix + "unchanged", Resource: "hanzo.ai/v1/App/tenant-acme/web", Status: projection.ResultSynced},
+		Results: []gitops.ReconcileResult{
+			{Message: prefix + "kind v1/Secret is not on the engine's allow-list", Resource: "/v1/Secret/hanzo/db", Status: gitops.ResultSyncFailed},
+			{Message: prefix + "unchanged", Resource: "hanzo.ai/v1/App/hanzo/gateway", Status: gitops.ResultSynced},
+			{Message: prefix + "spec.image.tag v1.4.2 → v1.5.0", Resource: "hanzo.ai/v1/App/hanzo/iam", Status: gitops.ResultSynced},
+			{Message: prefix + "unchanged", Resource: "hanzo.ai/v1/App/tenant-acme/web", Status: gitops.ResultSynced},
 		},
 	}
 	return rep, nil
@@ -52,24 +53,24 @@ func (e *pageEngine) Reconcile(_ context.Context, trigger string, dryRun bool) (
 
 func (e *pageEngine) Trigger(string) {}
 
-func (e *pageEngine) Status() projection.EngineStatus {
+func (e *pageEngine) Status() gitops.EngineStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	started := time.Now().Add(-2 * time.Minute).UTC().Truncate(time.Second)
 	next := started.Add(3 * time.Minute)
-	st := projection.EngineStatus{
+	st := gitops.EngineStatus{
 		Enabled: true, Source: pageSource, Revision: pageRevision, Runs: int64(len(e.calls) + 1),
-		LastRun: &projection.EngineRun{ID: "20261130T120000Z-1", Trigger: projection.TriggerInterval, StartedAt: started,
+		LastRun: &gitops.EngineRun{ID: "20261130T120000Z-1", Trigger: gitops.TriggerInterval, StartedAt: started,
 			FinishedAt: started.Add(time.Second), Declared: 4, Synced: 3, Failed: 1},
-		NextRunAt: &next, State: projection.EngineStateOK,
-		Leader:    &projection.EngineLeader{Identity: "deployd-7d9f-x2c4d1", Since: started.Add(-time.Hour)},
+		NextRunAt: &next, State: gitops.EngineStateOK,
+		Leader:    &gitops.EngineLeader{Identity: "deployd-7d9f-x2c4d1", Since: started.Add(-time.Hour)},
 		Suspended: e.suspended, Stale: e.stale,
 	}
 	switch {
 	case e.suspended != nil:
-		st.State = projection.EngineStateSuspended
+		st.State = gitops.EngineStateSuspended
 	case e.stale != nil:
-		st.State = projection.EngineStateStale
+		st.State = gitops.EngineStateStale
 	}
 	return st
 }
@@ -86,14 +87,14 @@ func (e *pageEngine) Instance() string { return "universe" }
 
 func (e *pageEngine) Leader() (string, bool, error) { return "", true, nil }
 
-func (e *pageEngine) Suspend(_ context.Context, by string) (projection.EngineStatus, error) {
+func (e *pageEngine) Suspend(_ context.Context, by string) (gitops.EngineStatus, error) {
 	e.mu.Lock()
-	e.suspended = &projection.EngineSuspension{By: by, At: time.Now().UTC().Truncate(time.Second)}
+	e.suspended = &gitops.EngineSuspension{By: by, At: time.Now().UTC().Truncate(time.Second)}
 	e.mu.Unlock()
 	return e.Status(), nil
 }
 
-func (e *pageEngine) Resume(context.Context) (projection.EngineStatus, error) {
+func (e *pageEngine) Resume(context.Context) (gitops.EngineStatus, error) {
 	e.mu.Lock()
 	e.suspended = nil
 	e.mu.Unlock()
@@ -109,11 +110,11 @@ func (e *pageEngine) suspendedBy() string {
 	return e.suspended.By
 }
 
-func (e *pageEngine) WriteTag(context.Context, projection.TagWrite) (string, error) {
+func (e *pageEngine) WriteTag(context.Context, gitops.TagWrite) (string, error) {
 	return "", fmt.Errorf("the page's engine declares no App")
 }
 
-func (e *pageEngine) History(context.Context, string, string) ([]projection.GitCommit, error) {
+func (e *pageEngine) History(context.Context, string, string) ([]gitops.GitCommit, error) {
 	return nil, nil
 }
 
@@ -190,7 +191,7 @@ func TestWebEngine(t *testing.T) {
 		t.Errorf("suspended by %q; the panel says %q", by, eval[string](b, `document.querySelector('#engine-suspended').textContent`))
 	}
 	eng.mu.Lock()
-	eng.stale = &projection.EngineStale{Since: time.Now().Add(-10 * time.Minute).UTC(), Error: "fetch https://git.example/hanzoai/universe main: connection refused"}
+	eng.stale = &gitops.EngineStale{Since: time.Now().Add(-10 * time.Minute).UTC(), Error: "fetch https://git.example/hanzoai/universe main: connection refused"}
 	eng.mu.Unlock()
 	b.click("Resume", "#engine-resume")
 	b.waitFor("the stale panel", `document.querySelector('#engine-panel').dataset.state === 'stale' && document.querySelector('#engine-state').textContent.includes('Stale') && document.querySelector('#engine-stale')?.textContent.includes('connection refused') && !!document.querySelector('#engine-reconcile')`, 10*time.Second)

@@ -21,6 +21,7 @@ import (
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/engine/enginetest"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -82,7 +83,7 @@ func newPlaneEngine(t *testing.T, c *clustertest.Cluster, repoURL, instance stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eng.Reconcile(t.Context(), projection.TriggerRequest, false); err != nil {
+	if _, err := eng.Reconcile(t.Context(), gitops.TriggerRequest, false); err != nil {
 		t.Fatal(err)
 	}
 	return eng

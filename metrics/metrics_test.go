@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 )
@@ -41,7 +42,7 @@ var argoFamilies = map[string]struct {
 // fleetStore folds the projection's golden fleet.
 func fleetStore(t *testing.T) *projection.Store {
 	t.Helper()
-	raw, err := os.ReadFile("../../projection/testdata/fleet.yaml")
+	raw, err := os.ReadFile("../projection/testdata/fleet.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestArgoCDFamilyPinned(t *testing.T) {
 	}
 	m.AppSync(app, PhaseSucceeded)
 	ki := projection.KindApp.Info()
-	m.EngineRun(&projection.ReconcileReport{Declared: 1, Synced: 1, Results: []projection.ReconcileResult{
+	m.EngineRun(&gitops.ReconcileReport{Declared: 1, Synced: 1, Results: []gitops.ReconcileResult{
 		{Resource: ki.Group + "/" + ki.Version + "/App/" + app.Namespace + "/" + app.Name, Status: "Synced"},
 	}}, nil, 2*time.Second, time.Now())
 	fams := scrape(t, m)
@@ -230,8 +231,8 @@ func TestHandlerServesOnlyMetrics(t *testing.T) {
 func TestEngineAndReleaseHooks(t *testing.T) {
 	m, _ := newFleetMetrics(t)
 	at := time.Unix(1_800_000_000, 0)
-	m.EngineRun(&projection.ReconcileReport{Declared: 2, Synced: 2}, nil, time.Second, at)
-	m.EngineRun(&projection.ReconcileReport{Declared: 2, Synced: 1, Failed: 1}, nil, time.Second, at.Add(time.Minute))
+	m.EngineRun(&gitops.ReconcileReport{Declared: 2, Synced: 2}, nil, time.Second, at)
+	m.EngineRun(&gitops.ReconcileReport{Declared: 2, Synced: 1, Failed: 1}, nil, time.Second, at.Add(time.Minute))
 	m.EngineRun(nil, errors.New("fetch failed"), time.Second, at.Add(2*time.Minute))
 	m.ReleaseRefresh(nil, at)
 	m.ReleaseRefresh(errors.New("unreachable"), at.Add(time.Minute))
@@ -280,9 +281,9 @@ func TestNilMetrics(t *testing.T) {
 // are read at scrape time; without an engine there are none.
 func TestEngineStateGauges(t *testing.T) {
 	since := time.Unix(1_800_000_000, 0)
-	st := projection.EngineStatus{Enabled: true}
+	st := gitops.EngineStatus{Enabled: true}
 	leading := false
-	m := New(Sources{Engine: func() (projection.EngineStatus, bool) { return st, leading }})
+	m := New(Sources{Engine: func() (gitops.EngineStatus, bool) { return st, leading }})
 	value := func(name string) float64 {
 		t.Helper()
 		f := scrape(t, m)[name]
@@ -294,8 +295,8 @@ func TestEngineStateGauges(t *testing.T) {
 	if value("deployd_engine_leader") != 0 || value("deployd_engine_suspended") != 0 || value("deployd_engine_stale_since_timestamp_seconds") != 0 {
 		t.Fatal("a follower of a fresh, running engine")
 	}
-	st.Stale = &projection.EngineStale{Since: since, Error: "fetch failed"}
-	st.Suspended = &projection.EngineSuspension{By: "ada", At: since}
+	st.Stale = &gitops.EngineStale{Since: since, Error: "fetch failed"}
+	st.Suspended = &gitops.EngineSuspension{By: "ada", At: since}
 	leading = true
 	if value("deployd_engine_leader") != 1 || value("deployd_engine_suspended") != 1 || value("deployd_engine_stale_since_timestamp_seconds") != float64(since.Unix()) {
 		t.Fatal("the leader of a stale, suspended engine")

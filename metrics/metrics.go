@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 )
@@ -31,7 +32,7 @@ type Sources struct {
 	ClusterServer, ClusterName string
 	// Engine is the engine's state and whether this replica runs it; nil
 	// when the engine is disabled.
-	Engine func() (st projection.EngineStatus, leading bool)
+	Engine func() (st gitops.EngineStatus, leading bool)
 }
 
 // Cluster is what the watcher and the feed report, read at scrape time.

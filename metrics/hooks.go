@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hanzoai/deploy/gitops"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -40,7 +41,7 @@ const (
 // one argocd_app_reconcile observation of the run's duration.
 //
 // The engine's caller calls it once per run, dry runs excluded.
-func (m *Metrics) EngineRun(rep *projection.ReconcileReport, err error, took time.Duration, finished time.Time) {
+func (m *Metrics) EngineRun(rep *gitops.ReconcileReport, err error, took time.Duration, finished time.Time) {
 	if m == nil {
 		return
 	}
