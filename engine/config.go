@@ -17,7 +17,8 @@ const AnnotationDesiredHash = "gitops.hanzo.ai/desired-hash"
 // FieldManager names the engine's applies in managedFields.
 const FieldManager = "deployd"
 
-// Config configures an Engine. Zero values take the defaults of Defaults.
+// Config configures an Engine. Start from Defaults and change what differs:
+// a zero Config is not valid (Validate names the first field that is not).
 type Config struct {
 	Repo string // clone URL (https://, http:// to loopback, ssh://, or git@host:path)
 	Ref  string // branch, tag, or full ref name

@@ -4,6 +4,18 @@
 // served at Argo CD's own paths (/api/v1, /api/version, /auth/…), mounted
 // from the same table (argoroutes.go) so the two cannot drift.
 //
+// Files: argo*.go hold what only Argo CD's API has (settings, version,
+// clusters, projects, a resource, its events, logs, diff and actions, and
+// Argo CD's write bodies); applications.go, streams.go, query.go and
+// gzlist.go the lists and streams both dialects serve; native.go deployd's
+// own tree and resource routes; writes.go mounts the writes (audit.go,
+// rollback.go, write_patch.go, writeback.go, paas_deploy.go); engine.go,
+// engine_routes.go, webhook.go, gitops.go, githistory.go and leader.go the
+// engine's; paas*.go the drift board; session.go and authn.go sign-in;
+// health.go, middleware.go, routing.go, cache.go, position.go, sse.go and
+// errors.go what every route shares. The contracts they keep are
+// ARCHITECTURE.md's Tenancy and Positions.
+//
 // Invariants:
 //   - Handlers compute no domain state. They read the current immutable
 //     projection.Snapshot, a stream subscription, or ask the cluster through the
