@@ -48,6 +48,9 @@ func ParseFields(s string) (Fields, error) { return EventFields.Parse(s) }
 func (fs FieldsSyntax) Parse(s string) (Fields, error) {
 	var f Fields
 	s = strings.TrimSpace(s)
+	if s == "" {
+		return f, nil
+	}
 	if rest, ok := strings.CutPrefix(s, "-"); ok {
 		f.Exclude, s = true, rest
 	}
