@@ -254,7 +254,7 @@ func (l *Loader) Create(ctx context.Context, obj *unstructured.Unstructured) (*u
 	}
 	created, err := ri.Create(ctx, u, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) && l.Replace {
-		created, err = replace(ctx, ri, u)
+		created, err = Replace(ctx, ri, u)
 	} else if apierrors.IsAlreadyExists(err) {
 		created, err = ri.Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err == nil {
@@ -280,9 +280,9 @@ func (l *Loader) Create(ctx context.Context, obj *unstructured.Unstructured) (*u
 	return patched, nil
 }
 
-// replace updates the live object to u (at the live resourceVersion,
-// again on a conflict).
-func replace(ctx context.Context, ri dynamic.ResourceInterface, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// Replace updates the live object to u: at the live resourceVersion and
+// uid, again on a conflict.
+func Replace(ctx context.Context, ri dynamic.ResourceInterface, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	var stored *unstructured.Unstructured
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})

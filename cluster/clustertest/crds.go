@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/deploy/fleet"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -117,7 +118,7 @@ func (c *Cluster) InstallCRD(t testing.TB, names ...string) {
 		}
 		_, err := client.Create(ctx, crd.DeepCopy(), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			_, err = c.replace(ctx, client, crd)
+			_, err = fleet.Replace(ctx, client, crd)
 		}
 		if err != nil {
 			t.Fatalf("install CRD %s: %v", name, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/deploy/fleet"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,7 +52,7 @@ func (c *Cluster) Apply(t testing.TB, objs ...*unstructured.Unstructured) []*uns
 		fresh.SetResourceVersion("")
 		stored, err := ri.Create(ctx, fresh, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			stored, err = c.replace(ctx, ri, obj)
+			stored, err = fleet.Replace(ctx, ri, obj)
 		}
 		if err != nil {
 			t.Fatalf("apply %s: %v", describe(obj), err)
@@ -66,22 +67,6 @@ func (c *Cluster) Apply(t testing.TB, objs ...*unstructured.Unstructured) []*uns
 		out = append(out, stored)
 	}
 	return out
-}
-
-// replace updates the live object to obj, retrying on conflicts.
-func (c *Cluster) replace(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	var stored *unstructured.Unstructured
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		next := obj.DeepCopy()
-		next.SetResourceVersion(live.GetResourceVersion())
-		stored, err = ri.Update(ctx, next, metav1.UpdateOptions{})
-		return err
-	})
-	return stored, err
 }
 
 // writeStatus puts status on the live object through the status
