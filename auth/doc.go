@@ -1,7 +1,8 @@
 // Package auth signs users in with OpenID Connect, turns a validated token
 // into a Principal, and derives from it the one Scope every route and stream
 // filters by. It imports no web framework, no Kubernetes client and nothing
-// else of deployd: handlers adapt it to HTTP routes.
+// else of deployd: handlers adapt it to HTTP routes. The contract it keeps
+// is ARCHITECTURE.md's Tenancy.
 //
 // # Fail closed
 //

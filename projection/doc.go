@@ -21,4 +21,14 @@
 //     interned when an object is decoded (Intern): summaries share one copy.
 //   - Encoded forms are computed once per App version, by whichever reader
 //     needs them first, and shared by all readers after that.
+//
+// Files: store.go (Apply and the fold), store_owners.go (the owner index),
+// store_dirty.go (which rows a change marks), store_deltas.go (deriving the
+// marked rows and the deltas); derive.go (an App row), derive_tree.go,
+// derive_health.go, derive_history.go, derive_patch.go (the incremental
+// patch of a row whose tree kept its shape), derive_rows.go (sites and CD
+// Applications); snapshot.go, position.go, kind.go, decode.go, health*.go,
+// argo.go and native.go (the wire shapes). The contracts kept here are
+// ARCHITECTURE.md's Positions and Kind registry; desired vs live is
+// projection/drift.
 package projection

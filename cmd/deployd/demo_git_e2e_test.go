@@ -37,8 +37,10 @@ func gitCmd(t *testing.T, dir string, args ...string) string {
 // TestDemoGitLoop: the demo serves a manifest repository its engine drives
 // the simulated fleet from. A newcomer clones the URL it prints, changes a
 // tag and pushes; the App shows the new tag in the list and the stream
-// within 10 s; a rollback through the API is a commit authored by the
-// signed-in demo user; the repository is gone when the demo stops.
+// within 10 s, and the drift board declares and runs it once rolled out;
+// a rollback through the API is a commit authored by the signed-in demo
+// user; the engine's panel, a dry-run preview and the history from git
+// answer; the repository is gone when the demo stops.
 func TestDemoGitLoop(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		missingTool(t, "git is not installed", "apt-get install git")
@@ -120,6 +122,34 @@ func TestDemoGitLoop(t *testing.T) {
 		return slices.Contains(last.Images, image) && last.Health == "Healthy" && last.Sync == "Synced"
 	}, func() string { return fmt.Sprintf("%+v", f.of("hanzo", "billing")) })
 
+	get := func(path string, out any) {
+		t.Helper()
+		resp, err := ada.Get(d.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(out) != nil {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
+	// The drift board names the declared and the running tag.
+	var board struct {
+		Apps []struct {
+			App, Namespace, DeclaredTag, RunningTag string
+		}
+	}
+	get("/v1/paas/apps", &board)
+	found := false
+	for _, r := range board.Apps {
+		if r.Namespace == "hanzo" && r.App == "billing" {
+			found = r.DeclaredTag == newTag && r.RunningTag == newTag
+		}
+	}
+	if !found {
+		t.Fatalf("the board's billing row is not at %s: %+v", newTag, board.Apps)
+	}
+
 	// A rollback through the API is a commit by the signed-in demo user.
 	req, _ := http.NewRequest(http.MethodPost, d.URL+"/v1/deploy/applications/billing/rollback?appNamespace=hanzo",
 		strings.NewReader(`{"tag":"`+app.Tag+`"}`))
@@ -144,17 +174,6 @@ func TestDemoGitLoop(t *testing.T) {
 	head := gitCmd(t, clone, "rev-parse", "HEAD")
 
 	// The engine's panel, a dry-run preview and the App's history from git.
-	get := func(path string, out any) {
-		t.Helper()
-		resp, err := ada.Get(d.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(out) != nil {
-			t.Fatalf("GET %s: %d", path, resp.StatusCode)
-		}
-	}
 	var panel struct {
 		Engine struct {
 			Enabled bool
