@@ -59,7 +59,8 @@ type Watcher struct {
 	served    map[projection.Kind]bool
 	errs      map[projection.Kind]string
 	discErr   string
-	version   string // the API server's gitVersion, once known
+	discAt    time.Time // when discovery last asked the API server
+	version   string    // the API server's gitVersion, once known
 	running   bool
 	// syncMark is what the feed had been pushed when every kind had first
 	// synced (marked); caughtUp, once the writer has applied that much.
@@ -182,6 +183,7 @@ func (w *Watcher) Run(ctx context.Context) {
 func (w *Watcher) discover(ctx context.Context) {
 	served, err := w.servedKinds()
 	w.mu.Lock()
+	w.discAt = time.Now()
 	if err != nil {
 		w.discErr = err.Error()
 		w.mu.Unlock()
@@ -402,6 +404,9 @@ type Status struct {
 	// ("syncing: 12 of 17 kinds listed, 48211 objects folded"), "" once
 	// ready or while something else stops it.
 	Progress string
+	// CheckedAt is when discovery last asked the API server (zero before
+	// it has).
+	CheckedAt time.Time
 	// KindsListed of KindsServed have listed; Folded changes have been
 	// folded by the writer.
 	KindsListed, KindsServed int
@@ -419,7 +424,7 @@ func (w *Watcher) Status() Status {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := Status{Configured: true, Reachable: w.discErr == "" && len(w.served) > 0,
+	st := Status{Configured: true, Reachable: w.discErr == "" && len(w.served) > 0, CheckedAt: w.discAt,
 		AppCRD: w.served[projection.KindApp], CDCRD: w.served[projection.KindCDApplication], Synced: true}
 	for _, ki := range projection.Registry() {
 		ks := KindStatus{Kind: ki.Name, Served: w.served[ki.Kind], Error: w.errs[ki.Kind]}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -201,13 +202,17 @@ type cluster struct {
 
 type clusterInfo struct {
 	ApplicationsCount int             `json:"applicationsCount"`
+	ServerVersion     string          `json:"serverVersion,omitempty"`
 	ConnectionState   connectionState `json:"connectionState"`
 	CacheInfo         cacheInfo       `json:"cacheInfo"`
 }
 
+// connectionState is Argo CD's ConnectionState: Successful or Failed, why,
+// and when the cluster was last asked.
 type connectionState struct {
-	Status  string `json:"status"`
-	Message string `json:"message"`
+	Status      string     `json:"status"`
+	Message     string     `json:"message"`
+	AttemptedAt *time.Time `json:"attemptedAt,omitempty"`
 }
 
 type cacheInfo struct {
@@ -244,11 +249,30 @@ func (s *Server) clusterList(sc auth.Scope) clusterList {
 	if !st.Ready {
 		state = connectionState{Status: "Failed", Message: st.Reason}
 	}
+	if !st.CheckedAt.IsZero() {
+		at := st.CheckedAt.UTC().Truncate(time.Second)
+		state.AttemptedAt = &at
+	}
 	return clusterList{
 		Metadata: listMeta{ResourceVersion: uintString(snap.Position)},
 		Items: []cluster{{Name: s.d.ClusterName, Server: s.d.Projection.ClusterServer,
-			Info: clusterInfo{ApplicationsCount: n, ConnectionState: state, CacheInfo: cacheInfo{APIsCount: len(projection.Registry())}}}},
+			Info: clusterInfo{ApplicationsCount: n, ServerVersion: minorVersion(st.ServerVersion), ConnectionState: state,
+				CacheInfo: cacheInfo{APIsCount: len(projection.Registry())}}}},
 	}
+}
+
+// minorVersion is a Kubernetes version as Argo CD shows a cluster's:
+// "1.35" for "v1.35.0"; "" when it is not one.
+func minorVersion(v string) string {
+	major, rest, ok := strings.Cut(strings.TrimPrefix(v, "v"), ".")
+	if !ok || major == "" {
+		return ""
+	}
+	minor, _, _ := strings.Cut(rest, ".")
+	if minor == "" {
+		return ""
+	}
+	return major + "." + minor
 }
 
 // getCluster answers Argo CD's GET clusters/{id.value}?id.type=url|name|

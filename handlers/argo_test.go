@@ -357,3 +357,11 @@ func TestRepoAppDetails(t *testing.T) {
 		t.Errorf("appdetails for another repository: %d %s", r.code, r.body)
 	}
 }
+
+func TestMinorVersion(t *testing.T) {
+	for in, want := range map[string]string{"v1.35.0": "1.35", "v1.29.4-gke.1043": "1.29", "1.31": "1.31", "": "", "v1": "", "dev": ""} {
+		if got := minorVersion(in); got != want {
+			t.Errorf("minorVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

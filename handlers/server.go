@@ -39,6 +39,10 @@ type ClusterStatus struct {
 	// Progress is the initial sync's progress while it runs ("syncing: 12
 	// of 17 kinds listed, 48211 objects folded"), "" otherwise.
 	Progress string
+	// ServerVersion is the API server's version ("v1.35.0"), "" until it
+	// has answered; CheckedAt when it was last asked (zero before).
+	ServerVersion string
+	CheckedAt     time.Time
 }
 
 // LiveReader reads one object of a registry kind from the API server, on

@@ -36,6 +36,34 @@ spec: {image: {repository: ghcr.io/hanzoai/blog, tag: v2.0.0}}
 		f.waitState(env, root, want)
 	}
 
+	// The cluster list: the API server's version as Argo CD shows it, and
+	// when the cluster was last asked.
+	v, err := c.Clientset().Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clusters struct {
+		Items []struct {
+			Name string
+			Info struct {
+				ApplicationsCount int
+				ServerVersion     string
+				ConnectionState   struct {
+					Status      string
+					AttemptedAt time.Time
+				}
+			}
+		}
+	}
+	if r := env.send(t, nil, http.MethodGet, "/api/v1/clusters", root, ""); r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &clusters) != nil || len(clusters.Items) != 1 {
+		t.Fatalf("clusters: %d %s", r.code, r.body)
+	}
+	ci := clusters.Items[0].Info
+	if ci.ServerVersion != v.Major+"."+strings.TrimSuffix(v.Minor, "+") || ci.ConnectionState.Status != "Successful" ||
+		time.Since(ci.ConnectionState.AttemptedAt) > time.Minute || ci.ApplicationsCount != 2 {
+		t.Fatalf("the cluster's info: %+v (the API server is %s.%s)", ci, v.Major, v.Minor)
+	}
+
 	// Events: one for a Pod of shop's tree, one for the other app.
 	var pod corev1.Pod
 	c.WaitFor(t, 60*time.Second, func() (bool, error) {

@@ -226,6 +226,7 @@ func clusterStatus(w *cluster.Watcher) func() handlers.ClusterStatus {
 		return handlers.ClusterStatus{
 			Configured: st.Configured, Reachable: st.Reachable, AppCRD: st.AppCRD, CDCRD: st.CDCRD,
 			Ready: st.Ready(), Reason: st.Reason, Progress: st.Progress,
+			ServerVersion: w.ServerVersion(), CheckedAt: st.CheckedAt,
 		}
 	}
 }
