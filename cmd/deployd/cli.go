@@ -141,17 +141,7 @@ func (c *apiClient) call(ctx context.Context, method, path string, body any, out
 		return nil, failed("%s %s: %v", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		msg := strings.TrimPrefix(serverMessage(bytes.NewReader(b)), ": ")
-		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
-		}
-		if resp.StatusCode == http.StatusUnauthorized {
-			if c.token == "" {
-				return nil, failed("%s (HTTP 401): not signed in: run deployd login --server %s, or pass a token with --token or DEPLOYD_TOKEN", msg, c.server)
-			}
-			return nil, failed("%s (HTTP 401): the token is not accepted: sign in again with deployd login --server %s, or pass another with --token", msg, c.server)
-		}
-		return nil, failed("%s (HTTP %d)", msg, resp.StatusCode)
+		return nil, c.refused(resp.StatusCode, bytes.NewReader(b))
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -159,6 +149,22 @@ func (c *apiClient) call(ctx context.Context, method, path string, body any, out
 		}
 	}
 	return b, nil
+}
+
+// refused is the failed error of an answer that is not a success: the
+// server's message, and for a 401 what to do about the sign-in.
+func (c *apiClient) refused(code int, body io.Reader) error {
+	msg := strings.TrimPrefix(serverMessage(body), ": ")
+	if msg == "" {
+		msg = http.StatusText(code)
+	}
+	if code == http.StatusUnauthorized {
+		if c.token == "" {
+			return failed("%s (HTTP 401): not signed in: run deployd login --server %s, or pass a token with --token or DEPLOYD_TOKEN", msg, c.server)
+		}
+		return failed("%s (HTTP 401): the token is not accepted: sign in again with deployd login --server %s, or pass another with --token", msg, c.server)
+	}
+	return failed("%s (HTTP %d)", msg, code)
 }
 
 // printRaw writes an answer as JSON (indented) or YAML.
@@ -497,17 +503,7 @@ func (c *apiClient) open(ctx context.Context, path, accept string) (*http.Respon
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
-		msg := strings.TrimPrefix(serverMessage(resp.Body), ": ")
-		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
-		}
-		if resp.StatusCode == http.StatusUnauthorized {
-			if c.token == "" {
-				return nil, failed("%s (HTTP 401): not signed in: run deployd login --server %s, or pass a token with --token or DEPLOYD_TOKEN", msg, c.server)
-			}
-			return nil, failed("%s (HTTP 401): the token is not accepted: sign in again with deployd login --server %s, or pass another with --token", msg, c.server)
-		}
-		return nil, failed("%s (HTTP %d)", msg, resp.StatusCode)
+		return nil, c.refused(resp.StatusCode, resp.Body)
 	}
 	return resp, nil
 }
