@@ -117,7 +117,7 @@ func (h *Hub) Drain(ctx context.Context, over time.Duration) {
 
 // drainApplications ends an applications stream; false when it had ended
 // already. At its moment (cause errDrained), a live one ends after the
-// frames queued to it: it leaves its view, so nothing more is queued, the
+// frames queued to it and the one its view holds back for the batch's id: it leaves its view, so nothing more is queued, the
 // drain frame goes last (past the queue's bound), and finish ends it once
 // it has written them. One not live yet, or any with another cause, is cut
 // off at once.
@@ -131,6 +131,14 @@ func (h *Hub) drainApplications(s *subscriber, cause error, cut <-chan struct{})
 		h.unjoin(s)
 		s.cancel(cause)
 		return true
+	}
+	// A frame its view holds back until the batch's id is queued now: the
+	// batch was fanned out whole, and the stream leaves the view.
+	if v := s.view; v.held != nil {
+		h.queueHeldTo(v, s, appendID(nil, v.heldPos))
+		if s.view == nil {
+			return true // cut off: its queue was full
+		}
 	}
 	h.unjoin(s)
 	s.mu.Lock()

@@ -532,15 +532,23 @@ func (h *Hub) queueHeld(v *view, withID bool) {
 	// Backwards: a subscriber cut off here is swapped with the last one,
 	// which was already served.
 	for i := len(v.subs) - 1; i >= 0; i-- {
-		if s := v.subs[i]; v.heldRev > s.after && v.heldPos > s.afterPos {
-			if id != nil && !s.push(id) {
-				h.cutSlow(s)
-				continue
-			}
-			h.queue(s, v.held)
-		}
+		h.queueHeldTo(v, v.subs[i], id)
 	}
 	v.held = nil
+}
+
+// queueHeldTo queues a view's held frame to one of its subscribers if it
+// is due to it, after the id line id when that is not nil. Called with
+// h.mu held.
+func (h *Hub) queueHeldTo(v *view, s *subscriber, id []byte) {
+	if v.held == nil || v.heldRev <= s.after || v.heldPos <= s.afterPos {
+		return
+	}
+	if id != nil && !s.push(id) {
+		h.cutSlow(s)
+		return
+	}
+	h.queue(s, v.held)
 }
 
 // Synced marks the projection as holding the whole cluster as of position
