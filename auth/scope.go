@@ -1,6 +1,9 @@
 package auth
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 // TenantNamespacePrefix starts the namespace of every tenant: org "acme"
 // lives in "tenant-acme".
@@ -53,7 +56,15 @@ func (s Scope) Sees(namespace, orgLabel string) bool {
 	if s.all {
 		return true
 	}
-	return s.org != "" && orgLabel == s.org && namespace == TenantNamespacePrefix+s.org
+	return s.org != "" && orgLabel == s.org && s.ownNamespace(namespace)
+}
+
+// ownNamespace reports whether namespace is the tenant's in some cluster:
+// TenantNamespacePrefix+org, or that qualified with a cluster's name
+// (projection's naming rule: "tenant-acme.staging").
+func (s Scope) ownNamespace(namespace string) bool {
+	ns, _, _ := strings.Cut(namespace, ".")
+	return ns == TenantNamespacePrefix+s.org
 }
 
 // IsAll reports whether the scope is the whole fleet (a SuperAdmin).
@@ -62,8 +73,9 @@ func (s Scope) IsAll() bool { return s.all }
 // Org is the tenant's organization ("" for the whole fleet or the zero Scope).
 func (s Scope) Org() string { return s.org }
 
-// Namespace is the tenant's namespace ("" for the whole fleet or the zero
-// Scope).
+// Namespace is the tenant's namespace in the first cluster ("" for the
+// whole fleet or the zero Scope); in another cluster it is qualified with
+// the cluster's name.
 func (s Scope) Namespace() string {
 	if s.org == "" {
 		return ""
@@ -94,7 +106,7 @@ func (s Scope) SeesPaaS(namespace string) bool {
 	if s.all {
 		return true
 	}
-	return s.orgAdmin && s.org != "" && namespace == TenantNamespacePrefix+s.org
+	return s.orgAdmin && s.org != "" && s.ownNamespace(namespace)
 }
 
 // PaaSNamespaces lists the namespaces whose /v1/paas rows are visible: all

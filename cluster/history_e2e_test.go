@@ -23,8 +23,8 @@ func TestRootsAt(t *testing.T) {
 	c.ApplyFleet(t, clustertest.Manifests(t, fleetFixture))
 	rs.WaitConverged(t, c.Dynamic(), 30*time.Second)
 	then := rs.Store.Snapshot()
-	if then.Position == 0 || rs.Watcher.ListedAt() == 0 {
-		t.Fatalf("position %d, listed at %d; want both set", then.Position, rs.Watcher.ListedAt())
+	if then.Position.First() == 0 || rs.Watcher.ListedAt() == 0 {
+		t.Fatalf("position %d, listed at %d; want both set", then.Position.First(), rs.Watcher.ListedAt())
 	}
 	var want []string
 	for a := range then.Apps() {
@@ -47,8 +47,8 @@ spec: {image: {repository: ghcr.io/hanzoai/billing, tag: v0.1.0}}
 `)})
 	rs.WaitConverged(t, c.Dynamic(), 30*time.Second)
 	now := rs.Store.Snapshot()
-	if now.Position <= then.Position {
-		t.Fatalf("position %d after the writes, want past %d", now.Position, then.Position)
+	if now.Position.First() <= then.Position.First() {
+		t.Fatalf("position %d after the writes, want past %d", now.Position.First(), then.Position.First())
 	}
 
 	apps := func(pos uint64) []string {
@@ -70,11 +70,11 @@ spec: {image: {repository: ghcr.io/hanzoai/billing, tag: v0.1.0}}
 		return out
 	}
 	slices.Sort(want)
-	if got := apps(then.Position); !slices.Equal(got, want) {
-		t.Errorf("Apps at %d:\n got %v\nwant %v", then.Position, got, want)
+	if got := apps(then.Position.First()); !slices.Equal(got, want) {
+		t.Errorf("Apps at %d:\n got %v\nwant %v", then.Position.First(), got, want)
 	}
-	got := apps(now.Position)
+	got := apps(now.Position.First())
 	if slices.Contains(got, "tenant-acme/worker") || !slices.Contains(got, "hanzo/billing") {
-		t.Errorf("Apps at %d: %v; want billing and not worker", now.Position, got)
+		t.Errorf("Apps at %d: %v; want billing and not worker", now.Position.First(), got)
 	}
 }

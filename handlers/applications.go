@@ -153,7 +153,7 @@ func (s *Server) listApplications(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	lq, err := parseListQuery(c.QueryParams())
+	lq, err := parseListQuery(c.QueryParams(), s.clusterNames)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (s *Server) listApplications(c echo.Context) error {
 }
 
 func (s *Server) getApplication(c echo.Context) error {
-	snap, err := s.snapshotAt(c, 0)
+	snap, err := s.snapshotAt(c, projection.Position{})
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func (s *Server) getApplication(c echo.Context) error {
 }
 
 func (s *Server) getTree(c echo.Context) error {
-	snap, err := s.snapshotAt(c, 0)
+	snap, err := s.snapshotAt(c, projection.Position{})
 	if err != nil {
 		return err
 	}

@@ -175,7 +175,7 @@ func (s *Server) canSee(sc auth.Scope, ref string) bool {
 		return false
 	}
 	if name == "" || name == "*" {
-		return namespace == "*" || namespace == sc.Namespace()
+		return namespace == "*" || sc.Sees(namespace, sc.Org())
 	}
 	for a := range s.visibleRows(s.d.Snapshots.Snapshot(), sc) {
 		if a.Name == name && (namespace == "*" || namespace == a.Namespace) {
@@ -254,7 +254,7 @@ func (s *Server) clusterList(sc auth.Scope) clusterList {
 		state.AttemptedAt = &at
 	}
 	return clusterList{
-		Metadata: listMeta{ResourceVersion: uintString(snap.Position)},
+		Metadata: listMeta{ResourceVersion: snap.Position.String()},
 		Items: []cluster{{Name: s.d.ClusterName, Server: s.d.Projection.ClusterServer,
 			Info: clusterInfo{ApplicationsCount: n, ServerVersion: minorVersion(st.ServerVersion), ConnectionState: state,
 				CacheInfo: cacheInfo{APIsCount: len(projection.Registry())}}}},
@@ -374,7 +374,7 @@ func (s *Server) projects(c echo.Context) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := projectList{Metadata: listMeta{ResourceVersion: uintString(snap.Position)}, Items: []project{}}
+	out := projectList{Metadata: listMeta{ResourceVersion: snap.Position.String()}, Items: []project{}}
 	dest := destination{Server: s.d.Projection.ClusterServer, Namespace: "*"}
 	if !sc.IsAll() {
 		dest.Namespace = sc.Namespace()

@@ -97,7 +97,7 @@ func TestFieldsOnEveryList(t *testing.T) {
 		{"/api/v1/clusters?fields=items.name,items.server", `{"items":[{"name":"in-cluster","server":"https://kubernetes.default.svc"}]}`},
 		{"/api/v1/applications/web/managed-resources?appNamespace=tenant-acme&fields=items.kind,items.name", `{"items":[{"kind":"App","name":"web"},{"kind":"Deployment","name":"web"}]}`},
 		{"/api/v1/applications/web/events?appNamespace=tenant-acme&fields=items.reason", `{"items":[{"reason":"ScalingReplicaSet"},{"reason":"Pulled"}]}`},
-		{"/v1/deploy/projects?fields=metadata.resourceVersion", `{"metadata":{"resourceVersion":"` + uintString(env.store.Snapshot().Position) + `"}}`},
+		{"/v1/deploy/projects?fields=metadata.resourceVersion", `{"metadata":{"resourceVersion":"` + uintString(env.store.Snapshot().Position.First()) + `"}}`},
 	} {
 		r := env.get(t, c.path, root)
 		if r.code != http.StatusOK || strings.TrimSpace(r.body) != c.want {

@@ -50,15 +50,15 @@ func FuzzListQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		lq, err := parseListQuery(q)
+		lq, err := parseListQuery(q, nil)
 		if err != nil {
 			var ae *apiError
 			if !asAPIError(err, &ae) || ae.Code != http.StatusBadRequest {
-				t.Fatalf("parseListQuery(%q): %v, want a 400", raw, err)
+				t.Fatalf("parseListQuery(%q, nil): %v, want a 400", raw, err)
 			}
 			return
 		}
-		lq2, err := parseListQuery(q)
+		lq2, err := parseListQuery(q, nil)
 		if err != nil || lq2.key() != lq.key() {
 			t.Fatalf("unstable: %q vs %q (%v)", lq.key(), lq2.key(), err)
 		}

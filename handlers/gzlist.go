@@ -48,10 +48,14 @@ func visibleRuns(snap *projection.Snapshot, sc auth.Scope) []rowRun {
 		}
 		return append(runs, rowRun{"cd", snap.CDVersion(), snap.CDApplications()})
 	}
+	var runs []rowRun
 	if nr := snap.TenantNamespace(auth.TenantNamespacePrefix, sc.Org()); nr != nil {
-		return []rowRun{{"tenant:" + nr.Namespace, nr.Version, nr.Tenant}}
+		runs = []rowRun{{"tenant:" + nr.Namespace, nr.Version, nr.Tenant}}
 	}
-	return nil
+	for _, nr := range snap.TenantElsewhere(auth.TenantNamespacePrefix, sc.Org()) {
+		runs = append(runs, rowRun{"tenant:" + nr.Namespace, nr.Version, nr.Tenant})
+	}
+	return runs
 }
 
 // gzRun is a compressed run: raw DEFLATE blocks ending in a sync flush.
@@ -159,7 +163,7 @@ func (s *Server) writeGzipList(c echo.Context, snap *projection.Snapshot, view s
 
 // assembleGzipList finds or compresses each run's blocks and works out the
 // member around them.
-func (s *Server) assembleGzipList(rev uint64, view string, runs []rowRun, keep func(*projection.App) bool) *gzList {
+func (s *Server) assembleGzipList(pos projection.Position, view string, runs []rowRun, keep func(*projection.App) bool) *gzList {
 	l := &gzList{parts: make([]*gzRun, 0, len(runs))}
 	for _, run := range runs {
 		key, version := "gzrun|"+view+"|"+run.name, strconv.FormatUint(run.version, 10)
@@ -187,7 +191,7 @@ func (s *Server) assembleGzipList(rev uint64, view string, runs []rowRun, keep f
 	}
 	// The member header: deflate, no flags, no time, unknown OS.
 	l.head = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
-	listHead := projection.AppendApplicationListHead(nil, rev)
+	listHead := projection.AppendApplicationListHead(nil, pos)
 	plain(listHead)
 	l.head = appendStored(l.head, listHead)
 	l.sep = appendStored(nil, []byte{','})

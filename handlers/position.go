@@ -32,17 +32,17 @@ const positionPoll = 10 * time.Millisecond
 // answers a resourceVersion it has not reached ("Too large resource
 // version"); an If-None-Match one is answered with what is here (the tag
 // will not match).
-func (s *Server) snapshotAt(c echo.Context, min uint64) (*projection.Snapshot, error) {
+func (s *Server) snapshotAt(c echo.Context, min projection.Position) (*projection.Snapshot, error) {
 	snap := s.d.Snapshots.Snapshot()
-	want := max(min, taggedPosition(c.Request().Header.Get("If-None-Match")))
-	if snap.Position >= want {
+	want := min.Max(s.taggedPosition(c.Request().Header.Get("If-None-Match")))
+	if snap.Position.Covers(want) {
 		return snap, nil
 	}
 	ctx := c.Request().Context()
 	deadline := time.Now().Add(positionWait)
 	t := time.NewTicker(positionPoll)
 	defer t.Stop()
-	for snap.Position < want && time.Now().Before(deadline) {
+	for !snap.Position.Covers(want) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			// Answered to no one: the access log says the client left,
@@ -52,28 +52,34 @@ func (s *Server) snapshotAt(c echo.Context, min uint64) (*projection.Snapshot, e
 		}
 		snap = s.d.Snapshots.Snapshot()
 	}
-	if snap.Position < min {
-		return nil, errorf(http.StatusGatewayTimeout, "resourceVersion "+strconv.FormatUint(min, 10)+
-			" is newer than this replica has seen ("+strconv.FormatUint(snap.Position, 10)+") after "+positionWait.String()+"; retry, or list without resourceVersion")
+	if !snap.Position.Covers(min) {
+		return nil, errorf(http.StatusGatewayTimeout, "resourceVersion "+min.String()+
+			" is newer than this replica has seen ("+snap.Position.String()+") after "+positionWait.String()+"; retry, or list without resourceVersion")
 	}
 	return snap, nil
 }
 
 // taggedPosition is the newest position leading the entity tags of an
-// If-None-Match header ("<position>-<digest>"), 0 when none.
-func taggedPosition(header string) uint64 {
-	var newest uint64
+// If-None-Match header ("<position>-<digest>"), zero when none. The tags
+// are found between their quotes: a position of several clusters holds
+// commas.
+func (s *Server) taggedPosition(header string) projection.Position {
+	newest := projection.ZeroPosition(s.clusterNames)
 	for header != "" {
-		var part string
-		part, header, _ = strings.Cut(header, ",")
-		part = strings.TrimPrefix(strings.TrimSpace(part), "W/")
-		part = strings.Trim(part, `"`)
-		num, _, ok := strings.Cut(part, "-")
+		_, rest, ok := strings.Cut(header, `"`)
 		if !ok {
+			break
+		}
+		var tag string
+		if tag, header, ok = strings.Cut(rest, `"`); !ok {
+			break
+		}
+		i := strings.LastIndexByte(tag, '-')
+		if i <= 0 {
 			continue
 		}
-		if n, err := strconv.ParseUint(num, 10, 64); err == nil && n > newest {
-			newest = n
+		if p, err := projection.ParsePosition(tag[:i], s.clusterNames); err == nil {
+			newest = newest.Max(p)
 		}
 	}
 	return newest

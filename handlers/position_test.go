@@ -29,9 +29,9 @@ func appVersion(t *testing.T, name, tag string, rv uint64) *projection.Object {
 // position, not either process's count.
 func TestSameAnswersOnTwoReplicas(t *testing.T) {
 	a, b := newServerEnv(t), newServerEnv(t)
-	pos := a.store.Snapshot().Position
-	if pos == 0 || pos != b.store.Snapshot().Position {
-		t.Fatalf("positions %d and %d after the same fleet", pos, b.store.Snapshot().Position)
+	pos := a.store.Snapshot().Position.First()
+	if pos == 0 || pos != b.store.Snapshot().Position.First() {
+		t.Fatalf("positions %d and %d after the same fleet", pos, b.store.Snapshot().Position.First())
 	}
 	one, two := appVersion(t, "edge", "v1.0.0", pos+1), appVersion(t, "edge", "v1.1.0", pos+2)
 	for _, c := range []*projection.Object{one, two} {
@@ -81,7 +81,7 @@ func TestSameAnswersOnTwoReplicas(t *testing.T) {
 func TestNamedPositionWaits(t *testing.T) {
 	env := newServerEnv(t)
 	root := env.token(t, userRoot, time.Hour)
-	pos := env.store.Snapshot().Position
+	pos := env.store.Snapshot().Position.First()
 	// One writer at a time, as the store requires: the second write
 	// waits for the first.
 	firstDone := make(chan struct{})
@@ -132,8 +132,21 @@ func TestTaggedPosition(t *testing.T) {
 		`"99999999999999999999-x"`: 0,
 		`"-x", "5-"`:               5,
 	} {
-		if got := taggedPosition(h); got != want {
-			t.Errorf("taggedPosition(%q) = %d, want %d", h, got, want)
+		if got := (&Server{}).taggedPosition(h); got.First() != want {
+			t.Errorf("taggedPosition(%q) = %s, want %d", h, got, want)
+		}
+	}
+	// With several clusters: the tags' positions name the clusters (and
+	// hold commas); the newest of each part is taken.
+	s := &Server{clusterNames: []string{"in-cluster", "staging"}}
+	for h, want := range map[string]string{
+		`"in-cluster=3,staging=9-ab", W/"in-cluster=5,staging=2-cd"`: "in-cluster=5,staging=9",
+		`"staging=4-x"`: "in-cluster=0,staging=4",
+		`"12-ab"`:       "in-cluster=12,staging=0",
+		`"other=4-x"`:   "in-cluster=0,staging=0",
+	} {
+		if got := s.taggedPosition(h).String(); got != want {
+			t.Errorf("taggedPosition(%q) = %s, want %s", h, got, want)
 		}
 	}
 }
@@ -144,7 +157,7 @@ func TestTaggedPosition(t *testing.T) {
 func TestNamedPositionClientGone(t *testing.T) {
 	env := newServerEnv(t)
 	root := env.token(t, userRoot, time.Hour)
-	pos := env.store.Snapshot().Position
+	pos := env.store.Snapshot().Position.First()
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.URL+"/api/v1/applications?resourceVersion="+strconv.FormatUint(pos+1000, 10), nil)

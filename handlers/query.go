@@ -74,7 +74,7 @@ func optionalName(q url.Values, key string) (string, error) {
 type listQuery struct {
 	// resourceVersion: the position the list must be at least at (0:
 	// any). Not part of the key: it names no content.
-	resourceVersion uint64
+	resourceVersion projection.Position
 	name            string
 	projects        []string
 	selector        labels.Selector
@@ -86,7 +86,7 @@ type listQuery struct {
 
 var listParams = []string{"name", "projects", "selector", "appNamespace", "fields", "refresh", "resourceVersion"}
 
-func parseListQuery(q url.Values) (listQuery, error) {
+func parseListQuery(q url.Values, clusters []string) (listQuery, error) {
 	var lq listQuery
 	if err := checkParams(q, listParams...); err != nil {
 		return lq, err
@@ -98,7 +98,7 @@ func parseListQuery(q url.Values) (listQuery, error) {
 	if err != nil {
 		return lq, err
 	}
-	if lq.resourceVersion, err = stream.ParseResourceVersion(rv); err != nil {
+	if lq.resourceVersion, err = stream.ParseResourceVersion(rv, clusters); err != nil {
 		return lq, errorf(http.StatusBadRequest, err.Error())
 	}
 	if lq.name, err = optionalName(q, "name"); err != nil {

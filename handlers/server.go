@@ -133,6 +133,8 @@ type Server struct {
 	// fwd carries requests forwarded to the engine's leader.
 	fwdOnce sync.Once
 	fwd     http.RoundTripper
+	// clusterNames name the parts of a position (nil with one cluster).
+	clusterNames []string
 }
 
 // New builds the Echo server with every route and middleware.
@@ -149,7 +151,7 @@ func New(d Deps) *Server {
 	if d.ClusterName == "" {
 		d.ClusterName = "in-cluster"
 	}
-	s := &Server{d: d, e: echo.New(), session: NewSession(d.Auth, d.Log), cache: newResponseCache(256), writes: map[string]bool{}}
+	s := &Server{d: d, e: echo.New(), session: NewSession(d.Auth, d.Log), cache: newResponseCache(256), writes: map[string]bool{}, clusterNames: d.Projection.ClusterNames()}
 	s.session.metrics = d.Metrics
 	e := s.e
 	e.HideBanner, e.HidePort = true, true

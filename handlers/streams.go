@@ -17,7 +17,7 @@ func (s *Server) streamApplications(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := stream.ParseRequest(c.Request())
+	req, err := stream.ParseRequest(c.Request(), s.clusterNames)
 	if err != nil {
 		return errorf(http.StatusBadRequest, err.Error())
 	}

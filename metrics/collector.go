@@ -109,7 +109,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			n++
 		}
 		gauge(descRevision, float64(snap.Revision))
-		gauge(descPosition, float64(snap.Position))
+		gauge(descPosition, float64(snap.Position.First()))
 		gauge(descApps, float64(n))
 	}
 	if c.src.Cluster != nil {

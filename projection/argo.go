@@ -51,6 +51,9 @@ type ApplicationSource struct {
 type ApplicationDestination struct {
 	Server    string `json:"server"`
 	Namespace string `json:"namespace"`
+	// Name is the cluster's name; set only when the projection holds
+	// several clusters.
+	Name string `json:"name,omitempty"`
 }
 
 // ApplicationStatus is status of an Application.
@@ -278,7 +281,18 @@ func (a *App) Application() Application {
 }
 
 // Destination is the row's spec.destination, as Application() has it.
+//
+// With several clusters it names the row's cluster (server and name), and
+// its namespace is the cluster's own, without the qualifying suffix.
 func (a *App) Destination() ApplicationDestination {
+	if a.cfg != nil && len(a.cfg.Clusters) > 0 {
+		name, server := a.cfg.Cluster(a.ClusterIndex())
+		ns, _ := SplitNamespace(a.Namespace)
+		if a.Source != nil && a.Source.DestNamespace != "" {
+			ns = a.Source.DestNamespace
+		}
+		return ApplicationDestination{Server: server, Namespace: ns, Name: name}
+	}
 	if a.Source != nil {
 		d := ApplicationDestination{Server: a.Source.DestServer, Namespace: a.Source.DestNamespace}
 		if d.Server == "" {
@@ -428,10 +442,10 @@ func mustJSON(v any) []byte {
 }
 
 // AppendApplicationList appends an Argo CD ApplicationList of the given rows
-// at revision rev, assembled from each row's pre-encoded Application: no
+// at position pos, assembled from each row's pre-encoded Application: no
 // row is encoded again. Items is [] when there are none. With a nil dst the
 // buffer is sized exactly first (rows is iterated twice).
-func AppendApplicationList(dst []byte, rev uint64, rows iter.Seq[*App]) []byte {
+func AppendApplicationList(dst []byte, pos Position, rows iter.Seq[*App]) []byte {
 	if dst == nil {
 		n := 128
 		for a := range rows {
@@ -439,7 +453,7 @@ func AppendApplicationList(dst []byte, rev uint64, rows iter.Seq[*App]) []byte {
 		}
 		dst = make([]byte, 0, n)
 	}
-	dst = AppendApplicationListHead(dst, rev)
+	dst = AppendApplicationListHead(dst, pos)
 	first := true
 	for a := range rows {
 		if !first {
@@ -451,12 +465,12 @@ func AppendApplicationList(dst []byte, rev uint64, rows iter.Seq[*App]) []byte {
 	return append(dst, ApplicationListTail...)
 }
 
-// AppendApplicationListHead appends what an ApplicationList at revision rev
+// AppendApplicationListHead appends what an ApplicationList at position pos
 // says before its first item; the items follow, separated by commas, then
 // ApplicationListTail.
-func AppendApplicationListHead(dst []byte, rev uint64) []byte {
+func AppendApplicationListHead(dst []byte, pos Position) []byte {
 	dst = append(dst, `{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationList","metadata":{"resourceVersion":"`...)
-	dst = strconv.AppendUint(dst, rev, 10)
+	dst = pos.Append(dst)
 	return append(dst, `"},"items":[`...)
 }
 
@@ -471,11 +485,11 @@ var listWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64
 
 // WriteApplicationList writes what AppendApplicationList appends, row by row
 // to w, without assembling the list in memory.
-func WriteApplicationList(w io.Writer, rev uint64, rows iter.Seq[*App]) error {
+func WriteApplicationList(w io.Writer, pos Position, rows iter.Seq[*App]) error {
 	bw := listWriters.Get().(*bufio.Writer)
 	bw.Reset(w)
 	defer func() { bw.Reset(nil); listWriters.Put(bw) }()
-	bw.Write(AppendApplicationListHead(bw.AvailableBuffer(), rev))
+	bw.Write(AppendApplicationListHead(bw.AvailableBuffer(), pos))
 	first := true
 	for a := range rows {
 		if !first {

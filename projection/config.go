@@ -113,8 +113,16 @@ type SourceDisplay struct {
 type Config struct {
 	Namespaces Namespaces
 	Source     SourceDisplay
-	// ClusterServer is every application's destination server.
+	// ClusterServer is the first cluster's server: its applications'
+	// destination.
 	ClusterServer string
+	// ClusterName is the first cluster's name ("in-cluster" when empty).
+	ClusterName string
+	// Clusters are the clusters besides the first, whose namespaces are
+	// qualified with their names (clusters.go); none with one cluster.
+	Clusters []ClusterRef
+	// names are the clusters' names, set by NewStore (ClusterNames).
+	names []string
 	// Engine is the engine's configured source: an App it applied (one
 	// carrying its instance label and revision annotation) shows it as
 	// spec.source, and GET /v1/deploy/gitops names it while the engine is

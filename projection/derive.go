@@ -36,7 +36,7 @@ func (s *Store) deriveApp(r *appRow) *App {
 			}
 		}
 		if lost && nu != nil {
-			nu.Removed = s.pos // an object left the tree
+			nu.Removed = s.pos.Of(s.clusterIndex(nu.Namespace)) // an object left the tree
 		}
 	}
 	return nu
@@ -85,7 +85,7 @@ func appSpec(o *Object) *AppSpec {
 
 // appMeta is what an App says on its own; prev when equal.
 func (s *Store) appMeta(ao *Object, spec *AppSpec, prev *AppMeta) *AppMeta {
-	env, _, _ := s.cfg.Namespaces.Env(ao.Namespace)
+	env, _, _ := s.cfg.Env(ao.Namespace)
 	meta := &AppMeta{
 		Row:        RowApp,
 		Namespace:  ao.Namespace,

@@ -76,7 +76,7 @@ func (s *Store) deriveSites(deltas []Delta, ns string) []Delta {
 
 func (s *Store) buildSite(mw *NodeInfo, name string, routes []*NodeInfo) *App {
 	o := mw.Obj
-	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
+	env, _, _ := s.cfg.Env(o.Namespace)
 	a := &App{
 		AppMeta: &AppMeta{
 			Row:       RowSite,
@@ -236,7 +236,7 @@ func (s *Store) deriveCD(k AppKey) *App {
 	if spec == nil {
 		spec = &CDApplicationSpec{}
 	}
-	env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
+	env, _, _ := s.cfg.Env(o.Namespace)
 	a := &App{
 		AppMeta: &AppMeta{
 			Row:       RowCD,

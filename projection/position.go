@@ -40,15 +40,24 @@ func (a *App) TreeDigest() uint64 {
 }
 
 // ETag is the entity tag of the row's Application: its resourceVersion
-// and its digest, the same on every replica for the same answer.
-func (a *App) ETag() string { return versionTag(a.ResourceVersion, a.ApplicationDigest()) }
+// (as a position of its own cluster) and its digest, the same on every
+// replica for the same answer.
+func (a *App) ETag() string { return versionTag(a.position(), a.ApplicationDigest()) }
 
 // TreeETag is the entity tag of the row's ApplicationTree.
-func (a *App) TreeETag() string { return versionTag(a.ResourceVersion, a.TreeDigest()) }
+func (a *App) TreeETag() string { return versionTag(a.position(), a.TreeDigest()) }
 
-func versionTag(rv, digest uint64) string {
+// position is the row's resourceVersion as a position: its cluster's part.
+func (a *App) position() Position {
+	if a.cfg == nil || len(a.cfg.Clusters) == 0 {
+		return At(a.ResourceVersion)
+	}
+	return ZeroPosition(a.cfg.ClusterNames()).With(a.ClusterIndex(), a.ResourceVersion)
+}
+
+func versionTag(p Position, digest uint64) string {
 	b := make([]byte, 0, 40)
-	b = strconv.AppendUint(b, rv, 10)
+	b = p.Append(b)
 	b = append(b, '-')
 	b = strconv.AppendUint(b, digest, 36)
 	return string(b)
@@ -56,8 +65,8 @@ func versionTag(rv, digest uint64) string {
 
 // ListTag is the entity tag of a list at position pos whose rows' digests
 // fold into digest (FoldDigest): the same on every replica for the same
-// answer.
-func ListTag(pos, digest uint64) string { return versionTag(pos, digest) }
+// answer. Its position is what precedes the last '-'.
+func ListTag(pos Position, digest uint64) string { return versionTag(pos, digest) }
 
 // FoldDigest folds a row's Application digest into a list's: equal lists
 // of rows, in the same order, have equal digests.
@@ -93,9 +102,11 @@ func GoneApplicationJSON(k AppKey, org, project, env string, rv uint64) []byte {
 	}{project}})
 }
 
-// Changed reports whether the row may have changed since position pos:
-// an object of its tree is newer, or an object left the tree after it.
-func (a *App) Changed(pos uint64) bool {
+// Changed reports whether the row may have changed since position p: an
+// object of its tree is newer than p's part of the row's cluster, or an
+// object left the tree after it.
+func (a *App) Changed(p Position) bool {
+	pos := p.Of(a.ClusterIndex())
 	if a.Removed > pos {
 		return true
 	}
@@ -129,7 +140,7 @@ func (s *Store) PastRows(objs []*Object) []PastRow {
 	apps := map[AppKey]bool{}
 	mws := map[string][]*Object{} // static Middlewares by namespace
 	for _, o := range objs {
-		env, _, _ := s.cfg.Namespaces.Env(o.Namespace)
+		env, _, _ := s.cfg.Env(o.Namespace)
 		row := PastRow{Key: AppKey{o.Namespace, o.Name}, Env: env, Org: o.Labels.Value(LabelOrg), ResourceVersion: ParseResourceVersion(o.ResourceVersion)}
 		switch o.Kind {
 		case KindApp:
@@ -154,7 +165,7 @@ func (s *Store) PastRows(objs []*Object) []PastRow {
 		out = append(out, row)
 	}
 	for ns, set := range mws {
-		env, _, _ := s.cfg.Namespaces.Env(ns)
+		env, _, _ := s.cfg.Env(ns)
 		names := siteNames(set, func(name string) bool { return apps[AppKey{ns, name}] })
 		for i, o := range set {
 			out = append(out, PastRow{Row: RowSite, Key: AppKey{ns, names[i]}, Env: env, Org: o.Labels.Value(LabelOrg),

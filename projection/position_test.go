@@ -30,22 +30,22 @@ func TestPositionAndChanged(t *testing.T) {
 	apply(Change{Op: Upsert, Object: app(10)}, Change{Op: Upsert, Object: cm(12)})
 	snap := s.Snapshot()
 	a := snap.Get("hanzo", "web")
-	if snap.Position != 12 || a.ResourceVersion != 10 || len(a.Tree) != 2 {
-		t.Fatalf("position %d, row version %d, %d nodes; want 12, 10 and 2", snap.Position, a.ResourceVersion, len(a.Tree))
+	if snap.Position.First() != 12 || a.ResourceVersion != 10 || len(a.Tree) != 2 {
+		t.Fatalf("position %d, row version %d, %d nodes; want 12, 10 and 2", snap.Position.First(), a.ResourceVersion, len(a.Tree))
 	}
-	if !a.Changed(11) || a.Changed(12) {
-		t.Errorf("Changed(11)=%v Changed(12)=%v; want true, false (the ConfigMap is at 12)", a.Changed(11), a.Changed(12))
+	if !a.Changed(At(11)) || a.Changed(At(12)) {
+		t.Errorf("Changed(At(11))=%v Changed(At(12))=%v; want true, false (the ConfigMap is at 12)", a.Changed(At(11)), a.Changed(At(12)))
 	}
 	// The ConfigMap goes at 20: no object left in the tree is newer than
 	// 12, yet the row changed after 12.
 	apply(Change{Op: Delete, Object: cm(20)})
 	snap = s.Snapshot()
 	a = snap.Get("hanzo", "web")
-	if snap.Position != 20 || len(a.Tree) != 1 {
-		t.Fatalf("position %d, %d nodes; want 20 and 1", snap.Position, len(a.Tree))
+	if snap.Position.First() != 20 || len(a.Tree) != 1 {
+		t.Fatalf("position %d, %d nodes; want 20 and 1", snap.Position.First(), len(a.Tree))
 	}
-	if !a.Changed(12) || a.Changed(20) {
-		t.Errorf("after the removal: Changed(12)=%v Changed(20)=%v; want true, false", a.Changed(12), a.Changed(20))
+	if !a.Changed(At(12)) || a.Changed(At(20)) {
+		t.Errorf("after the removal: Changed(At(12))=%v Changed(At(20))=%v; want true, false", a.Changed(At(12)), a.Changed(At(20)))
 	}
 	// A later change of the App keeps the removal's stamp.
 	apply(Change{Op: Upsert, Object: app(25)})

@@ -13,11 +13,12 @@ type Snapshot struct {
 	// Revision is the revision of the last Delta folded in: this process's
 	// own count, for ordering and caching within it.
 	Revision uint64
-	// Position is the cluster's order: the newest resourceVersion of every
-	// change folded in (0 before the first). Every replica watching the
-	// cluster reaches the same positions, so they are what clients see
-	// (event ids, a list's metadata.resourceVersion).
-	Position uint64
+	// Position is the clusters' order: per cluster, the newest
+	// resourceVersion of every change folded in (0 before the first).
+	// Every replica watching the clusters reaches the same positions, so
+	// they are what clients see (event ids, a list's
+	// metadata.resourceVersion).
+	Position Position
 	// Base is the store's base revision: revisions at or below it are from
 	// before this process started.
 	Base uint64
@@ -56,7 +57,7 @@ type Project struct {
 }
 
 func emptySnapshot(cfg Config) *Snapshot {
-	return &Snapshot{Revision: cfg.BaseRevision, Base: cfg.BaseRevision, envs: map[string][]int{}}
+	return &Snapshot{Revision: cfg.BaseRevision, Base: cfg.BaseRevision, Position: ZeroPosition(cfg.ClusterNames()), envs: map[string][]int{}}
 }
 
 // Len is the number of application rows, CD Applications excluded.
@@ -93,12 +94,22 @@ func (s *Snapshot) Env(env string) iter.Seq[*App] {
 }
 
 // Tenant returns the rows a member of org sees: the rows of namespace
-// prefix+org carrying the label hanzo.ai/org=org, sorted. O(log namespaces).
+// prefix+org, in every cluster, carrying the label hanzo.ai/org=org,
+// sorted. O(log namespaces) with one cluster.
 func (s *Snapshot) Tenant(prefix, org string) []*App {
+	var own []*App
 	if nr := s.TenantNamespace(prefix, org); nr != nil {
-		return nr.Tenant
+		own = nr.Tenant
 	}
-	return nil
+	others := s.TenantElsewhere(prefix, org)
+	if len(others) == 0 {
+		return own
+	}
+	out := slices.Clone(own)
+	for i := range others {
+		out = append(out, others[i].Tenant...)
+	}
+	return out
 }
 
 // CDApplications returns the CD Application rows, sorted.
@@ -107,8 +118,8 @@ func (s *Snapshot) CDApplications() []*App { return s.cd }
 // CDVersion is the revision at which the CD Application rows last changed.
 func (s *Snapshot) CDVersion() uint64 { return s.cdVersion }
 
-// TenantNamespace returns the namespace rows whose Tenant part a member of
-// org sees (see Tenant), or nil.
+// TenantNamespace returns the namespace rows in the first cluster whose
+// Tenant part a member of org sees (see Tenant), or nil.
 func (s *Snapshot) TenantNamespace(prefix, org string) *NamespaceRows {
 	if org == "" {
 		return nil
@@ -117,6 +128,23 @@ func (s *Snapshot) TenantNamespace(prefix, org string) *NamespaceRows {
 		return nr
 	}
 	return nil
+}
+
+// TenantElsewhere returns the namespace rows of org's namespace in the
+// other clusters ("<prefix><org>.<cluster>", clusters.go), in namespace
+// order: a part of the snapshot's own, not to be modified. Empty with one
+// cluster.
+func (s *Snapshot) TenantElsewhere(prefix, org string) []NamespaceRows {
+	if org == "" {
+		return nil
+	}
+	ns := prefix + org + "."
+	lo := sort.Search(len(s.namespaces), func(i int) bool { return s.namespaces[i].Namespace >= ns })
+	hi := lo
+	for hi < len(s.namespaces) && strings.HasPrefix(s.namespaces[hi].Namespace, ns) {
+		hi++
+	}
+	return s.namespaces[lo:hi:hi]
 }
 
 // Projects returns the AppProjects, sorted by (namespace, name).
@@ -280,7 +308,7 @@ func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string]*[]rowC
 			if len(rows) == 0 {
 				continue
 			}
-			env, org, _ := s.cfg.Namespaces.Env(ns)
+			env, org, _ := s.cfg.Env(ns)
 			out = append(out, NamespaceRows{Namespace: ns, Env: env, Org: org, Rows: rows, Tenant: tenantRows(rows, org), Version: s.rev})
 		}
 	}

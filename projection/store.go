@@ -51,11 +51,14 @@ type Delta struct {
 	Revision uint64
 	// Position is the snapshot's Position after the Apply that made the
 	// Delta: every Delta of one Apply shares it.
-	Position uint64
-	Key      AppKey
-	Old      *App // nil for Added
-	New      *App // nil for Deleted
-	Row      RowKind
+	Position Position
+	// Cluster is the index of the row's cluster (0: the first): its part
+	// of Position is the row's own position.
+	Cluster int
+	Key     AppKey
+	Old     *App // nil for Added
+	New     *App // nil for Deleted
+	Row     RowKind
 	// AppChanged: the Application (list/detail/stream form) changed.
 	// TreeChanged: the resource tree changed. A Delta has at least one.
 	AppChanged  bool
@@ -83,8 +86,8 @@ type Store struct {
 	cfg  Config
 	snap atomic.Pointer[Snapshot]
 	rev  uint64
-	pos  uint64 // the newest resourceVersion folded (Snapshot.Position)
-	gen  uint64 // derivation generation, for entry.mark
+	pos  Position // the newest resourceVersion folded of each cluster (Snapshot.Position)
+	gen  uint64   // derivation generation, for entry.mark
 
 	objects map[ObjectKey]*entry
 	// nsNames holds one copy of each watched namespace's name: keys built
@@ -169,9 +172,12 @@ type entry struct {
 
 // NewStore returns an empty store whose snapshot is at cfg.BaseRevision.
 func NewStore(cfg Config) *Store {
+	cfg.names = nil
+	cfg.names = cfg.ClusterNames()
 	s := &Store{
 		cfg:         cfg,
 		rev:         cfg.BaseRevision,
+		pos:         ZeroPosition(cfg.ClusterNames()),
 		objects:     make(map[ObjectKey]*entry),
 		nsNames:     make(map[string]string),
 		byUID:       make(map[string]*entry),
@@ -212,8 +218,11 @@ func (s *Store) Apply(changes ...Change) ([]Delta, error) {
 	deltas := s.derive()
 	for i := range deltas {
 		deltas[i].Position = s.pos
+		if len(s.cfg.Clusters) > 0 {
+			deltas[i].Cluster = s.clusterIndex(deltas[i].Key.Namespace)
+		}
 	}
-	if len(deltas) > 0 || s.projects || s.pos != s.snap.Load().Position {
+	if len(deltas) > 0 || s.projects || !s.pos.Equal(s.snap.Load().Position) {
 		s.publish(deltas)
 	}
 	if len(rejected) > 0 {
@@ -231,8 +240,10 @@ func (s *Store) fold(c Change) error {
 	if !o.Kind.InRegistry() {
 		return fmt.Errorf("%s %s/%s: %w", o.Kind, o.Namespace, o.Name, ErrUnknownKind)
 	}
-	if rv := ParseResourceVersion(o.ResourceVersion); rv > s.pos {
-		s.pos = rv
+	if c, _, ok := s.cfg.ClusterOf(o.Namespace); ok {
+		if rv := ParseResourceVersion(o.ResourceVersion); rv > s.pos.Of(c) {
+			s.pos = s.pos.With(c, rv)
+		}
 	}
 	key := ObjectKey{o.Kind, o.Namespace, o.Name}
 	e := s.objects[key]
@@ -241,7 +252,7 @@ func (s *Store) fold(c Change) error {
 	} else {
 		ns, ok := s.nsNames[o.Namespace]
 		if !ok {
-			if !s.cfg.Namespaces.Watched(o.Namespace) {
+			if _, _, ok := s.cfg.Env(o.Namespace); !ok {
 				return fmt.Errorf("%s %s/%s: namespace %q is not in the namespace map", o.Kind, o.Namespace, o.Name, o.Namespace)
 			}
 			ns = strings.Clone(o.Namespace)

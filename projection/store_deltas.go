@@ -93,7 +93,7 @@ func (s *Store) appendKnownDelta(deltas []Delta, row RowKind, k AppKey, old, nu 
 			// the other rows are rebuilt whole, and few.
 			nu.Removed = max(nu.Removed, old.Removed)
 			if row != RowApp && treeChanged && lostNode(old.Tree, nu.Tree) {
-				nu.Removed = s.pos
+				nu.Removed = s.pos.Of(s.clusterIndex(nu.Namespace))
 			}
 		}
 	}

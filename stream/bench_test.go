@@ -92,7 +92,7 @@ func BenchmarkFanout(b *testing.B) {
 	maxChanges := 60 * rate
 	f := newFleet(42, 50)
 	e := newEnv(b, stream.Options{}, f)
-	first := e.store.Snapshot().Position + 1
+	first := e.store.Snapshot().Position.First() + 1
 	published := make([]atomic.Int64, maxChanges)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,7 +103,7 @@ func BenchmarkFanout(b *testing.B) {
 	for i := range subscribers {
 		v := benchViews[i%len(benchViews)]
 		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/deploy/stream/applications?"+v.query, nil)
-		req, err := stream.ParseRequest(r)
+		req, err := stream.ParseRequest(r, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func BenchmarkFanout(b *testing.B) {
 		}
 		now := time.Now().UnixNano()
 		for _, d := range deltas {
-			published[d.Position-first].Store(now)
+			published[d.Position.First()-first].Store(now)
 		}
 		e.hub.Publish(deltas)
 		e.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+
+	"github.com/hanzoai/deploy/projection"
 )
 
 // TestDrainQueuesTheHeldFrame: a stream drained after its view's batch was
@@ -25,9 +27,9 @@ func TestDrainQueuesTheHeldFrame(t *testing.T) {
 	drained, stays := sub(), sub()
 	v := &view{key: "all"}
 	h.mu.Lock()
-	h.join(drained, v, 0, 0)
-	h.join(stays, v, 0, 0)
-	v.held, v.heldRev, v.heldPos = []byte("data: change\n\n"), 3, 7
+	h.join(drained, v, 0, projection.Position{})
+	h.join(stays, v, 0, projection.Position{})
+	v.held, v.heldRev, v.heldPos = []byte("data: change\n\n"), 3, projection.At(7)
 	h.idViews = append(h.idViews, v)
 	h.mu.Unlock()
 

@@ -43,12 +43,12 @@ type Request struct {
 	// event before anything else.
 	Scope  auth.Scope
 	Filter AppFilter
-	// ResourceVersion continues after a list at that revision (0: none):
+	// ResourceVersion continues after a list at that position (zero: none):
 	// only the changes after it are sent.
-	ResourceVersion uint64
+	ResourceVersion projection.Position
 	// LastEventID resumes after the last event a client received (0:
 	// none). It wins over ResourceVersion: it is the newer position.
-	LastEventID uint64
+	LastEventID projection.Position
 	// Expiry ends the stream when the caller's credential expires (zero:
 	// never).
 	Expiry time.Time
@@ -58,9 +58,11 @@ type Request struct {
 var streamParams = []string{"name", "projects", "selector", "appNamespace", "fields", "resourceVersion"}
 
 // ParseRequest reads the query of GET /v1/deploy/stream/applications and
-// the Last-Event-ID header. The caller sets Scope and Expiry. Every error
-// is a client mistake with a message that says what to change (a 400).
-func ParseRequest(r *http.Request) (Request, error) {
+// the Last-Event-ID header, positions of the clusters named by clusters
+// (projection.Config.ClusterNames). The caller sets Scope and Expiry.
+// Every error is a client mistake with a message that says what to change
+// (a 400).
+func ParseRequest(r *http.Request, clusters []string) (Request, error) {
 	q := r.URL.Query()
 	for k := range q {
 		if !slices.Contains(streamParams, k) {
@@ -74,10 +76,10 @@ func ParseRequest(r *http.Request) (Request, error) {
 	}
 	if rv, err := single(q, "resourceVersion"); err != nil {
 		return Request{}, err
-	} else if req.ResourceVersion, err = ParseResourceVersion(rv); err != nil {
+	} else if req.ResourceVersion, err = ParseResourceVersion(rv, clusters); err != nil {
 		return Request{}, err
 	}
-	if req.LastEventID, err = ParseLastEventID(r.Header.Get("Last-Event-ID")); err != nil {
+	if req.LastEventID, err = ParseLastEventID(r.Header.Get("Last-Event-ID"), clusters); err != nil {
 		return Request{}, err
 	}
 	return req, nil

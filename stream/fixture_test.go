@@ -221,7 +221,7 @@ func newHubServer(t testing.TB, hub *stream.Hub) *httptest.Server {
 func hubHandler(t testing.TB, hub *stream.Hub) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/apps", func(w http.ResponseWriter, r *http.Request) {
-		req, err := stream.ParseRequest(r)
+		req, err := stream.ParseRequest(r, nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -300,7 +300,7 @@ func (e *env) published() []projection.Delta {
 // current snapshot and its revision.
 func (e *env) list(id string) (map[projection.AppKey]string, uint64) {
 	snap := e.store.Snapshot()
-	return visibleState(snap, id), snap.Position
+	return visibleState(snap, id), snap.Position.First()
 }
 
 func visibleState(snap *projection.Snapshot, id string) map[projection.AppKey]string {
@@ -334,7 +334,7 @@ func (ev event) String() string { return fmt.Sprintf("%d %s %s", ev.Rev, ev.Type
 func expected(deltas []projection.Delta, id string, after uint64) []event {
 	var out []event
 	for _, d := range deltas {
-		if d.Position <= after {
+		if d.Position.First() <= after {
 			continue
 		}
 		oldSeen := d.Old != nil && sees(id, d.Old)
@@ -342,11 +342,11 @@ func expected(deltas []projection.Delta, id string, after uint64) []event {
 		var ev event
 		switch {
 		case oldSeen && newSeen && d.AppChanged:
-			ev = event{d.Position, "MODIFIED", d.Key, string(d.New.ApplicationJSON())}
+			ev = event{d.Position.First(), "MODIFIED", d.Key, string(d.New.ApplicationJSON())}
 		case newSeen && !oldSeen:
-			ev = event{d.Position, "ADDED", d.Key, string(d.New.ApplicationJSON())}
+			ev = event{d.Position.First(), "ADDED", d.Key, string(d.New.ApplicationJSON())}
 		case oldSeen && !newSeen:
-			ev = event{d.Position, "DELETED", d.Key, string(d.Old.ApplicationJSON())}
+			ev = event{d.Position.First(), "DELETED", d.Key, string(d.Old.ApplicationJSON())}
 		default:
 			continue
 		}

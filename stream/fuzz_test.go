@@ -34,10 +34,12 @@ func fuzzRevision(f *testing.F, parse func(string) (uint64, error), prefix strin
 	})
 }
 
-func FuzzParseLastEventID(f *testing.F) { fuzzRevision(f, stream.ParseLastEventID, "Last-Event-ID ") }
+func FuzzParseLastEventID(f *testing.F) {
+	fuzzRevision(f, func(s string) (uint64, error) { p, err := stream.ParseLastEventID(s, nil); return p.First(), err }, "Last-Event-ID ")
+}
 
 func FuzzParseResourceVersion(f *testing.F) {
-	fuzzRevision(f, stream.ParseResourceVersion, "resourceVersion ")
+	fuzzRevision(f, func(s string) (uint64, error) { p, err := stream.ParseResourceVersion(s, nil); return p.First(), err }, "resourceVersion ")
 }
 
 const fuzzDoc = `{"result":{"type":"ADDED","application":{"metadata":{"name":"web","labels":{"a":"b"}},"status":{"history":[{"id":1},{"id":2}],"sync":{"status":"Synced"}}}}}`
@@ -115,7 +117,7 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		r := &httpRequestStub{}
-		req, err := stream.ParseRequest(r.build(q, lastID))
+		req, err := stream.ParseRequest(r.build(q, lastID), nil)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error")

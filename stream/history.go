@@ -18,7 +18,7 @@ import (
 // It returns an error wrapping ErrHistoryGone when the cluster no longer
 // holds that position (etcd compacted past it).
 type History interface {
-	RowsAt(ctx context.Context, pos uint64) (*PastRows, error)
+	RowsAt(ctx context.Context, pos projection.Position) (*PastRows, error)
 }
 
 // ErrHistoryGone: the cluster no longer holds the position asked for.
@@ -36,7 +36,7 @@ type PastRows struct {
 type histories struct {
 	src History
 	mu  sync.Mutex
-	lru *simplelru.LRU[uint64, *historyCall]
+	lru *simplelru.LRU[string, *historyCall]
 }
 
 type historyCall struct {
@@ -46,17 +46,18 @@ type historyCall struct {
 }
 
 func newHistories(src History) *histories {
-	lru, _ := simplelru.NewLRU[uint64, *historyCall](8, nil)
+	lru, _ := simplelru.NewLRU[string, *historyCall](8, nil)
 	return &histories{src: src, lru: lru}
 }
 
 // at returns the rows at pos, asking the source once per position.
-func (h *histories) at(ctx context.Context, pos uint64) (*PastRows, error) {
+func (h *histories) at(ctx context.Context, pos projection.Position) (*PastRows, error) {
+	key := pos.String()
 	h.mu.Lock()
-	call, ok := h.lru.Get(pos)
+	call, ok := h.lru.Get(key)
 	if !ok {
 		call = &historyCall{done: make(chan struct{})}
-		h.lru.Add(pos, call)
+		h.lru.Add(key, call)
 		go func() {
 			// Not the stream's context: the answer is shared.
 			cctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
@@ -64,8 +65,8 @@ func (h *histories) at(ctx context.Context, pos uint64) (*PastRows, error) {
 			call.rows, call.err = h.src.RowsAt(cctx, pos)
 			if call.err != nil && !errors.Is(call.err, ErrHistoryGone) {
 				h.mu.Lock()
-				if c, ok := h.lru.Peek(pos); ok && c == call {
-					h.lru.Remove(pos) // a failure is not remembered; gone is
+				if c, ok := h.lru.Peek(key); ok && c == call {
+					h.lru.Remove(key) // a failure is not remembered; gone is
 				}
 				h.mu.Unlock()
 			}
@@ -92,7 +93,7 @@ const historyTimeout = 30 * time.Second
 // carries the snapshot's position as its id; the stream goes on from the ring
 // after the snapshot's revision. false (nothing written): no history (none
 // configured, not synced, compacted, failed): the client is reset.
-func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos uint64) (uint64, bool) {
+func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos projection.Position) (uint64, bool) {
 	h.mu.Lock()
 	synced := h.synced
 	h.mu.Unlock()
@@ -123,9 +124,9 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 		delete(was, a.Key())
 		switch {
 		case !ok:
-			frames = append(frames, spec.encode(0, projection.Added, a.ApplicationJSON()))
+			frames = append(frames, spec.encode(projection.Added, a.ApplicationJSON()))
 		case p.Row != a.Row || a.Changed(pos):
-			frames = append(frames, spec.encode(0, projection.Modified, a.ApplicationJSON()))
+			frames = append(frames, spec.encode(projection.Modified, a.ApplicationJSON()))
 		}
 	}
 	gone := make([]*projection.PastRow, 0, len(was))
@@ -134,7 +135,7 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 	}
 	slices.SortFunc(gone, func(a, b *projection.PastRow) int { return compareKeys(a.Key, b.Key) })
 	for _, p := range gone {
-		frames = append(frames, spec.encode(0, projection.Deleted, projection.GoneApplicationJSON(p.Key, p.Org, p.Project, p.Env, p.ResourceVersion)))
+		frames = append(frames, spec.encode(projection.Deleted, projection.GoneApplicationJSON(p.Key, p.Org, p.Project, p.Env, p.ResourceVersion)))
 	}
 	h.replayEncodings.Add(uint64(len(frames)))
 	for i, f := range frames {

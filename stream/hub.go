@@ -97,19 +97,19 @@ type Hub struct {
 	// syncAt is where Synced was called in the inbox (-1: not pending),
 	// syncPos its position.
 	syncAt  int
-	syncPos uint64
+	syncPos projection.Position
 	wake    chan struct{}
 
 	mu   sync.Mutex
 	ring *ring
 	// pos is the position of the newest record fanned out: what a
 	// heartbeat tells clients they hold.
-	pos uint64
+	pos projection.Position
 	// idViews are the views holding back the newest frame of the batch at
 	// position idPos: it goes out with the batch's id when the batch ends
 	// (the position moves, or the round ends).
 	idViews []*view
-	idPos   uint64
+	idPos   projection.Position
 	synced  bool
 	views   map[string]*view
 	clients map[*subscriber]struct{} // every applications stream being served
@@ -238,7 +238,7 @@ type Stats struct {
 	// (their position older than the ring) instead of reset.
 	HistoryResumes uint64
 	// Position is the newest position fanned out (the heartbeat's id).
-	Position uint64
+	Position projection.Position
 	// Events counts the records fanned out (one per revision), so
 	// Encodings/Events is the encodings per event.
 	Events uint64
@@ -298,7 +298,7 @@ func (h *Hub) drain() {
 				h.mu.Unlock()
 			}
 			j := i + 1
-			for j < len(batch) && j != syncAt && batch[j].Position == batch[i].Position {
+			for j < len(batch) && j != syncAt && batch[j].Position.Equal(batch[i].Position) {
 				j++
 			}
 			recs := h.recs[:0]
@@ -380,18 +380,16 @@ func (h *Hub) fanOut(rec *record) {
 				h.cut(v.subs[len(v.subs)-1], errSkipped)
 			}
 		}
-		floorPos := uint64(noPos)
-		if h.synced {
-			floorPos = rec.pos // what came before it is lost
-		}
-		h.ring.reset(rec.rev-1, floorPos)
+		// What came before it is lost: the ring holds every change after
+		// its position, once synced.
+		h.ring.reset(rec.rev-1, rec.pos, h.synced)
 	}
-	if rec.pos > h.idPos {
+	if !h.idPos.Covers(rec.pos) {
 		h.queueIDs()
 		h.idPos = rec.pos
 	}
 	h.ring.push(rec)
-	h.pos = max(h.pos, rec.pos)
+	h.pos = h.pos.Max(rec.pos)
 	h.events.Add(1)
 	if rec.newJSON != nil || rec.oldJSON != nil {
 		for _, v := range h.views {
@@ -426,7 +424,7 @@ func (h *Hub) heartbeat() {
 		for i := len(v.subs) - 1; i >= 0; i-- {
 			s := v.subs[i]
 			f := withID
-			if s.after > last || s.afterPos > h.pos {
+			if s.after > last || !h.pos.Covers(s.afterPos) {
 				f = pingFrame // it starts after last: do not move it back
 			}
 			h.queue(s, f)
@@ -494,7 +492,7 @@ func (h *Hub) unjoin(s *subscriber) {
 // join adds a subscriber to the view of its key (spec becomes that view if
 // there is none), live after revision rev and position pos. Called with
 // h.mu held.
-func (h *Hub) join(s *subscriber, spec *view, rev, pos uint64) {
+func (h *Hub) join(s *subscriber, spec *view, rev uint64, pos projection.Position) {
 	v := h.views[spec.key]
 	if v == nil {
 		v = spec
@@ -541,7 +539,7 @@ func (h *Hub) queueHeld(v *view, withID bool) {
 // is due to it, after the id line id when that is not nil. Called with
 // h.mu held.
 func (h *Hub) queueHeldTo(v *view, s *subscriber, id []byte) {
-	if v.held == nil || v.heldRev <= s.after || v.heldPos <= s.afterPos {
+	if v.held == nil || v.heldRev <= s.after || s.afterPos.Covers(v.heldPos) {
 		return
 	}
 	if id != nil && !s.push(id) {
@@ -556,7 +554,7 @@ func (h *Hub) queueHeldTo(v *view, s *subscriber, id []byte) {
 // from now on the ring holds every change after it. Before Synced, a
 // stream resuming from a position is reset. Call it once the initial
 // lists are folded (and their deltas published).
-func (h *Hub) Synced(listed uint64) {
+func (h *Hub) Synced(listed projection.Position) {
 	h.inMu.Lock()
 	h.syncAt, h.syncPos = len(h.inbox), listed
 	h.inMu.Unlock()
@@ -568,11 +566,11 @@ func (h *Hub) Synced(listed uint64) {
 
 // markSynced is Synced, in Run, after the deltas published before it.
 // Called with h.mu held.
-func (h *Hub) markSynced(listed uint64) {
+func (h *Hub) markSynced(listed projection.Position) {
 	h.queueIDs()
 	h.synced = true
-	h.ring.reset(h.ring.last(), max(listed, h.pos))
-	h.pos = max(h.pos, listed)
+	h.pos = h.pos.Max(listed)
+	h.ring.reset(h.ring.last(), h.pos, true)
 }
 
 // stop ends every stream and waits for their Serve calls to return.

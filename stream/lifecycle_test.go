@@ -57,7 +57,7 @@ func TestConnectDisconnectCycles(t *testing.T) {
 			id = []string{"all", "acme", "globex"}[i%3]
 		case 3: // resume
 			path = "/apps"
-			h.Set("Last-Event-ID", strconv.FormatUint(e.store.Snapshot().Position-uint64(i%7), 10))
+			h.Set("Last-Event-ID", strconv.FormatUint(e.store.Snapshot().Position.First()-uint64(i%7), 10))
 		case 4:
 			path = "/apps?fields=result.type,result.application.metadata.name&name=app-0" + strconv.Itoa(i%10)
 		}

@@ -39,10 +39,11 @@ func (p *pastCluster) record(store *projection.Store, snap *projection.Snapshot)
 	if p.at == nil {
 		p.at = map[uint64]*stream.PastRows{}
 	}
-	p.at[snap.Position] = &stream.PastRows{Rows: store.PastRows(roots)}
+	p.at[snap.Position.First()] = &stream.PastRows{Rows: store.PastRows(roots)}
 }
 
-func (p *pastCluster) RowsAt(_ context.Context, pos uint64) (*stream.PastRows, error) {
+func (p *pastCluster) RowsAt(_ context.Context, at projection.Position) (*stream.PastRows, error) {
+	pos := at.First()
 	p.calls.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -68,7 +69,7 @@ func TestResumeFromHistory(t *testing.T) {
 	snap := e.store.Snapshot()
 	hist.record(e.store, snap)
 	for _, id := range identities {
-		start[id] = held{visibleState(snap, id), snap.Position}
+		start[id] = held{visibleState(snap, id), snap.Position.First()}
 	}
 	// Enough changes of every kind (org and project moves, deletions,
 	// re-creations, tree-only changes) to leave the ring behind.
@@ -79,7 +80,7 @@ func TestResumeFromHistory(t *testing.T) {
 	final := e.store.Snapshot()
 	for _, id := range identities {
 		c := newClient(id, start[id].apps)
-		readUntilID(t, e, "/apps", id, http.Header{"Last-Event-ID": {strconv.FormatUint(start[id].pos, 10)}}, c, final.Position)
+		readUntilID(t, e, "/apps", id, http.Header{"Last-Event-ID": {strconv.FormatUint(start[id].pos, 10)}}, c, final.Position.First())
 		if c.resets != 0 {
 			t.Errorf("%s: %d resets, want none", id, c.resets)
 		}
@@ -97,7 +98,7 @@ func TestResumeFromHistory(t *testing.T) {
 	}
 	// A position the cluster has compacted away: one reset, then the list.
 	c := newClient("acme", map[projection.AppKey]string{{Namespace: "tenant-acme", Name: "stale"}: "{}"})
-	readUntilID(t, e, "/apps", "acme", http.Header{"Last-Event-ID": {strconv.FormatUint(start["acme"].pos+1, 10)}}, c, final.Position)
+	readUntilID(t, e, "/apps", "acme", http.Header{"Last-Event-ID": {strconv.FormatUint(start["acme"].pos+1, 10)}}, c, final.Position.First())
 	if c.resets != 1 {
 		t.Errorf("compacted position: %d resets, want 1", c.resets)
 	}
@@ -134,7 +135,7 @@ func readUntilID(t *testing.T, e *env, path, id string, h http.Header, c *client
 // batch has the same shape.
 func TestBatchSharesOneID(t *testing.T) {
 	e := newEnv(t, stream.Options{}, newFleet(5, 3))
-	before := e.store.Snapshot().Position
+	before := e.store.Snapshot().Position.First()
 	check := func(rd *streamtest.Reader, pos uint64) {
 		t.Helper()
 		var frames []streamtest.Frame
@@ -162,16 +163,16 @@ func TestBatchSharesOneID(t *testing.T) {
 	defer resp.Body.Close()
 	waitFor(t, 5*time.Second, "the stream to join its view", func() bool { return e.hub.Stats().Joined == 1 })
 	deltas := e.apply(e.fleet.nextAppChange(), e.fleet.nextAppChange(), e.fleet.nextAppChange())
-	if len(deltas) != 3 || deltas[0].Position != deltas[2].Position {
-		t.Fatalf("%d deltas at %d..%d; want 3 at one position", len(deltas), deltas[0].Position, deltas[len(deltas)-1].Position)
+	if len(deltas) != 3 || deltas[0].Position.First() != deltas[2].Position.First() {
+		t.Fatalf("%d deltas at %d..%d; want 3 at one position", len(deltas), deltas[0].Position.First(), deltas[len(deltas)-1].Position.First())
 	}
-	check(live, deltas[0].Position)
+	check(live, deltas[0].Position.First())
 	resp2, replay, err := e.dial(ctx, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(before, 10)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp2.Body.Close()
-	check(replay, deltas[0].Position)
+	check(replay, deltas[0].Position.First())
 }
 
 // TestResumeWaitsForNewerPosition: a client that comes from a replica
@@ -198,7 +199,7 @@ func TestResumeWaitsForNewerPosition(t *testing.T) {
 	}
 	e2 := newEnv(t, stream.Options{ResumeWait: 100 * time.Millisecond}, newFleet(6, 3))
 	c = newClient("all", nil)
-	now := e2.store.Snapshot().Position
+	now := e2.store.Snapshot().Position.First()
 	readUntilID(t, e2, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(now+50, 10)}}, c, now)
 	if c.resets != 1 {
 		t.Errorf("a position never reached: %d resets, want 1", c.resets)
@@ -212,27 +213,27 @@ func TestResumeWaitsForNewerPosition(t *testing.T) {
 func TestResumeBeforeSynced(t *testing.T) {
 	f := newFleet(8, 2)
 	e := unsyncedEnv(t, f, 100*time.Millisecond)
-	pos := e.store.Snapshot().Position
+	pos := e.store.Snapshot().Position.First()
 	c := newClient("all", map[projection.AppKey]string{})
 	readUntilID(t, e, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(pos, 10)}}, c, pos)
 	if c.resets != 1 {
 		t.Errorf("never synced: %d resets, want 1", c.resets)
 	}
-	e.hub.Synced(pos)
+	e.hub.Synced(projection.At(pos))
 	e.apply(f.nextAppChange())
 	c = newClient("all", visibleState(e.store.Snapshot(), "all"))
 	c.lenient = true
-	readUntilID(t, e, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(pos, 10)}}, c, e.store.Snapshot().Position)
+	readUntilID(t, e, "/apps", "all", http.Header{"Last-Event-ID": {strconv.FormatUint(pos, 10)}}, c, e.store.Snapshot().Position.First())
 	if c.resets != 0 || len(c.events) != 1 {
 		t.Errorf("after Synced: %d resets and %d events; want none and 1", c.resets, len(c.events))
 	}
 
 	// A replica just ready, its hub not yet told: the resume waits.
 	e = unsyncedEnv(t, newFleet(9, 2), 5*time.Second)
-	pos = e.store.Snapshot().Position
+	pos = e.store.Snapshot().Position.First()
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		e.hub.Synced(pos)
+		e.hub.Synced(projection.At(pos))
 		e.apply(e.fleet.nextAppChange())
 	}()
 	c = newClient("all", visibleState(e.store.Snapshot(), "all"))

@@ -147,7 +147,7 @@ func readFor(ctx context.Context, e *env, url, id string, h http.Header, budget 
 // ADDED burst, whose last event carries the snapshot's position.
 func TestResetWhenTooOld(t *testing.T) {
 	e := newEnv(t, stream.Options{RingEvents: 10, ResumeWait: 50 * time.Millisecond}, newFleet(3, 5))
-	listed := e.store.Snapshot().Position
+	listed := e.store.Snapshot().Position.First()
 	// One change at a time, each taken in by the hub before the next: a
 	// hub more than RingEvents deltas behind drops them and starts its
 	// ring over (see Publish), which would leave it shorter than 10.
@@ -158,7 +158,7 @@ func TestResetWhenTooOld(t *testing.T) {
 	if n := e.hub.Stats().RingLen; n != 10 {
 		t.Fatalf("the ring holds %d records, want 10", n)
 	}
-	cur := e.store.Snapshot().Position
+	cur := e.store.Snapshot().Position.First()
 	for _, tc := range []struct {
 		name string
 		id   uint64
@@ -242,8 +242,8 @@ func checkResetBurst(t *testing.T, e *env, id, how string, pos uint64) {
 			t.Fatal(err)
 		}
 	}
-	if c.lastID != strconv.FormatUint(snap.Position, 10) {
-		t.Errorf("%s %s=%d: burst ends at id %s, want the snapshot's %d", id, how, pos, c.lastID, snap.Position)
+	if c.lastID != strconv.FormatUint(snap.Position.First(), 10) {
+		t.Errorf("%s %s=%d: burst ends at id %s, want the snapshot's %d", id, how, pos, c.lastID, snap.Position.First())
 	}
 	if diff := cmp.Diff(visibleState(snap, id), c.apps); diff != "" {
 		t.Errorf("%s %s=%d: burst differs from the snapshot (-want +got):\n%s", id, how, pos, diff)
@@ -255,7 +255,7 @@ func checkResetBurst(t *testing.T, e *env, id, how string, pos uint64) {
 func TestRingAge(t *testing.T) {
 	clock := streamtest.NewClock(time.Unix(1_760_000_000, 0))
 	e := newEnv(t, stream.Options{Clock: clock, RingAge: 5 * time.Minute}, newFleet(4, 3))
-	start := e.store.Snapshot().Position
+	start := e.store.Snapshot().Position.First()
 	for range 5 {
 		e.apply(e.fleet.next())
 	}

@@ -10,9 +10,10 @@ import (
 // may see the row before and after, and the encoded Applications (the App
 // versions themselves are not kept, so the ring holds bytes, not trees).
 type record struct {
-	rev        uint64 // this process's revision (contiguous in the ring)
-	pos        uint64 // the cluster position of the Apply that made it (the event id)
-	at         int64  // Unix nanoseconds when the hub took it in
+	rev        uint64              // this process's revision (contiguous in the ring)
+	pos        projection.Position // the clusters' position of the Apply that made it (the event id)
+	cluster    int                 // the row's cluster: pos's part of it is the record's own
+	at         int64               // Unix nanoseconds when the hub took it in
 	key        projection.AppKey
 	row        projection.RowKind
 	appChanged bool
@@ -27,7 +28,7 @@ type record struct {
 }
 
 func newRecord(d *projection.Delta, at int64) *record {
-	rec := &record{rev: d.Revision, pos: d.Position, at: at, key: d.Key, row: d.Row, appChanged: d.AppChanged}
+	rec := &record{rev: d.Revision, pos: d.Position, cluster: d.Cluster, at: at, key: d.Key, row: d.Row, appChanged: d.AppChanged}
 	if d.Old != nil {
 		rec.hasOld, rec.old = true, attrsOf(d.Old)
 	}
@@ -46,6 +47,14 @@ func newRecord(d *projection.Delta, at int64) *record {
 	return rec
 }
 
+// seenAt reports whether a client at position p has seen the record's
+// change: p's part of the record's cluster is at or past the record's own.
+// Exact across replicas, which fold the clusters' changes interleaved in
+// different orders but each cluster's in its own order.
+func (rec *record) seenAt(p projection.Position) bool {
+	return rec.pos.Of(rec.cluster) <= p.Of(rec.cluster)
+}
+
 func attrsOf(a *projection.App) rowAttrs {
 	return rowAttrs{org: a.Org, project: a.Project, env: a.Env}
 }
@@ -60,29 +69,29 @@ type ring struct {
 	max   int
 	floor uint64 // revisions at or below it are not held
 	// floorPos is the position from which the ring holds every change:
-	// a client at a position at or above it (and not past the newest) is
-	// resumed from the ring. Before the first sync it is unknown: noPos.
-	floorPos uint64
+	// a client at a position covering it (and not past the newest) is
+	// resumed from the ring. Before the first sync it is unknown
+	// (floorKnown false).
+	floorPos   projection.Position
+	floorKnown bool
 }
 
-// noPos is a floor position no client position reaches.
-const noPos = ^uint64(0)
-
 func newRing(max int, floor uint64) *ring {
-	return &ring{buf: make([]*record, min(max, 1024)), max: max, floor: floor, floorPos: noPos}
+	return &ring{buf: make([]*record, min(max, 1024)), max: max, floor: floor}
 }
 
 // at is the i-th record held, oldest first.
 func (r *ring) at(i int) *record { return r.buf[(r.head+i)%len(r.buf)] }
 
 // locate is the revision after which the changes since position p start:
-// the newest record at or below p, or the floor. p must be covered (at or
-// above floorPos).
-func (r *ring) locate(p uint64) uint64 {
+// the newest record p covers, or the floor. p must cover floorPos. The
+// records' positions never decrease in any part, so those p covers come
+// first.
+func (r *ring) locate(p projection.Position) uint64 {
 	lo, hi := 0, r.n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if r.at(m).pos <= p {
+		if p.Covers(r.at(m).pos) {
 			lo = m + 1
 		} else {
 			hi = m
@@ -92,7 +101,7 @@ func (r *ring) locate(p uint64) uint64 {
 }
 
 // lastPos is the newest position held (floorPos when empty).
-func (r *ring) lastPos() uint64 {
+func (r *ring) lastPos() projection.Position {
 	if r.n == 0 {
 		return r.floorPos
 	}
@@ -128,8 +137,8 @@ func (r *ring) push(rec *record) {
 }
 
 func (r *ring) popOldest() {
-	if p := r.buf[r.head].pos; r.floorPos != noPos && p > r.floorPos {
-		r.floorPos = p
+	if r.floorKnown {
+		r.floorPos = r.floorPos.Max(r.buf[r.head].pos)
 	}
 	r.buf[r.head] = nil
 	r.head = (r.head + 1) % len(r.buf)
@@ -145,10 +154,10 @@ func (r *ring) evictBefore(t int64) {
 }
 
 // reset empties the ring at a new floor, from which it holds every change
-// after position floorPos.
-func (r *ring) reset(floor, floorPos uint64) {
+// after position floorPos (when known).
+func (r *ring) reset(floor uint64, floorPos projection.Position, known bool) {
 	clear(r.buf)
-	r.head, r.n, r.floor, r.floorPos = 0, 0, floor, floorPos
+	r.head, r.n, r.floor, r.floorPos, r.floorKnown = 0, 0, floor, floorPos, known
 }
 
 // after appends to dst up to limit records with revisions after pos, in

@@ -62,12 +62,12 @@ func (h *Hub) ServeApplications(w http.ResponseWriter, r *http.Request, req Requ
 // subscriber's queue.
 func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec *view, req Request) {
 	pos := req.LastEventID
-	if pos == 0 {
+	if pos.IsZero() {
 		pos = req.ResourceVersion
 	}
-	var rev uint64   // the revision replayed from
-	var after uint64 // the position the client holds
-	burst, reset := pos == 0, false
+	var rev uint64                // the revision replayed from
+	var after projection.Position // the position the client holds
+	burst, reset := pos.IsZero(), false
 	if !burst {
 		var ok bool
 		if rev, ok = h.resumable(ctx, pos); ok {
@@ -91,7 +91,7 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 			if rev, ok = h.burst(ctx, out, spec); !ok {
 				return
 			}
-			burst, reset, after = false, false, 0
+			burst, reset, after = false, false, projection.Position{}
 		}
 		joined, tooOld := h.catchUp(ctx, out, s, spec, rev, after)
 		if tooOld {
@@ -132,7 +132,7 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 // revision after which the ring holds the changes since pos. false: the
 // ring does not cover pos (it is older than the ring, or this replica has
 // not synced or not reached it in time).
-func (h *Hub) resumable(ctx context.Context, pos uint64) (uint64, bool) {
+func (h *Hub) resumable(ctx context.Context, pos projection.Position) (uint64, bool) {
 	// Wall time, not the injected clock: this waits for the fold, which no
 	// test clock drives.
 	deadline := time.Now().Add(h.opts.ResumeWait)
@@ -140,7 +140,7 @@ func (h *Hub) resumable(ctx context.Context, pos uint64) (uint64, bool) {
 		h.mu.Lock()
 		synced := h.synced
 		h.mu.Unlock()
-		if synced && h.src.Snapshot().Position >= pos {
+		if synced && h.src.Snapshot().Position.Covers(pos) {
 			break
 		}
 		if !time.Now().Before(deadline) || !sleepCtx(ctx, resumePoll) {
@@ -149,7 +149,7 @@ func (h *Hub) resumable(ctx context.Context, pos uint64) (uint64, bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ring.floorPos == noPos || pos < h.ring.floorPos {
+	if !h.ring.floorKnown || !pos.Covers(h.ring.floorPos) {
 		return 0, false
 	}
 	return h.ring.locate(pos), true
@@ -185,9 +185,9 @@ func (h *Hub) burst(ctx context.Context, out *eventWriter, spec *view) (uint64, 
 		if i == len(rows)-1 {
 			out.write(appendID(nil, snap.Position))
 		}
-		out.write(spec.encode(0, projection.Added, a.ApplicationJSON()))
+		out.write(spec.encode(projection.Added, a.ApplicationJSON()))
 	}
-	if len(rows) == 0 && snap.Position != 0 {
+	if len(rows) == 0 && !snap.Position.IsZero() {
 		out.write(append(appendID(nil, snap.Position), '\n'))
 	}
 	return snap.Revision, out.flush() == nil
@@ -198,7 +198,7 @@ func (h *Hub) burst(ctx context.Context, out *eventWriter, spec *view) (uint64, 
 // it joins the live view under the same lock, so no revision is missed or
 // repeated. tooOld: the ring no longer holds the revisions right after
 // rev.
-func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec *view, rev, pos uint64) (joined, tooOld bool) {
+func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec *view, rev uint64, pos projection.Position) (joined, tooOld bool) {
 	var chunk []*record
 	h.mu.Lock()
 	s.replayed, s.lag = rev, h.ring.last()-min(rev, h.ring.last())
@@ -212,6 +212,13 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 	// The newest frame of a position is held back to carry its id.
 	var held []byte
 	heldPos := pos
+	// seenPast is the position of the last record skipped as seen that
+	// pos does not cover: a change of one cluster the client saw on
+	// another replica, which folded the clusters' changes in another
+	// order. The client's last id moves past it, so that a later resume
+	// does not send it again. Never set with one cluster.
+	var seenPast projection.Position
+	seenMoved := false
 	flushHeld := func(withID bool) {
 		if held != nil {
 			if withID {
@@ -233,9 +240,17 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 			// last of its position. It is queued, not written, under the
 			// lock, ahead of anything live.
 			delete(h.catching, s)
-			if held != nil {
-				s.push(appendID(nil, heldPos))
-				s.push(held)
+			id := heldPos
+			if seenMoved {
+				id = id.Max(seenPast)
+			}
+			if held != nil || seenMoved {
+				s.push(appendID(nil, id))
+				if held != nil {
+					s.push(held)
+				} else {
+					s.push(newline) // an id alone: the client's position moves
+				}
 				select {
 				case s.wake <- struct{}{}:
 				default:
@@ -252,11 +267,17 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 		chunk = h.ring.after(chunk[:0], rev, catchUpChunk)
 		h.mu.Unlock()
 		for _, rec := range chunk {
-			if rec.newJSON == nil && rec.oldJSON == nil || rec.pos <= pos {
+			if rec.newJSON == nil && rec.oldJSON == nil {
+				continue
+			}
+			if rec.seenAt(pos) {
+				if !pos.Covers(rec.pos) {
+					seenPast, seenMoved = rec.pos, true
+				}
 				continue
 			}
 			if f := spec.frame(rec, &h.replayEncodings); f != nil {
-				flushHeld(rec.pos > heldPos)
+				flushHeld(!heldPos.Covers(rec.pos))
 				held, heldPos = f, rec.pos
 			}
 		}
@@ -267,6 +288,9 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 		}
 	}
 }
+
+// newline ends a frame holding an id alone.
+var newline = []byte("\n")
 
 // expiryWait is how long until the credential expires (0: never).
 func (h *Hub) expiryWait(expiry time.Time) (time.Duration, error) {

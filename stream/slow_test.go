@@ -22,7 +22,7 @@ import (
 func TestStalledClientIsCutOff(t *testing.T) {
 	const readers, events, queue = 100, 600, 256
 	e := newSmallBufferEnv(t, queue)
-	from := e.store.Snapshot().Position
+	from := e.store.Snapshot().Position.First()
 
 	// The stalled client: sends the request and never reads.
 	conn := stalled(t, e, fmt.Sprintf("GET /apps?resourceVersion=%d HTTP/1.1\r\nHost: x\r\nX-Identity: all\r\n\r\n", from))
@@ -108,7 +108,7 @@ func TestStalledClientIsCutOff(t *testing.T) {
 func TestStalledReplayIsCutOff(t *testing.T) {
 	const backlog, more, queue = 2000, 600, 256
 	e := newSmallBufferEnv(t, queue)
-	from := e.store.Snapshot().Position
+	from := e.store.Snapshot().Position.First()
 	for range backlog {
 		e.apply(e.fleet.nextAppChange())
 	}

@@ -3,6 +3,8 @@ package stream
 import (
 	"context"
 	"sync"
+
+	"github.com/hanzoai/deploy/projection"
 )
 
 // subscriber is one applications stream. view, after and touched are
@@ -12,7 +14,7 @@ type subscriber struct {
 	after uint64 // frames of revisions at or below it are not queued
 	// afterPos: frames of positions at or below it are not queued (the
 	// position the client resumed from).
-	afterPos uint64
+	afterPos projection.Position
 	index    int  // in view.subs
 	touched  bool // in Hub.touched
 	// While it replays the ring (in Hub.catching): the revision it has

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"strconv"
 	"sync/atomic"
 
 	"github.com/hanzoai/deploy/auth"
@@ -21,8 +20,9 @@ type view struct {
 	// held is the newest frame of the batch being fanned out, held back
 	// to carry the batch's id (in Hub.idViews while set); heldRev and
 	// heldPos are its record's.
-	held             []byte
-	heldRev, heldPos uint64
+	held    []byte
+	heldRev uint64
+	heldPos projection.Position
 }
 
 func newView(scope auth.Scope, f AppFilter) *view {
@@ -61,22 +61,21 @@ func (v *view) frame(rec *record, encodings *atomic.Uint64) []byte {
 		return nil
 	}
 	encodings.Add(1)
-	return v.encode(0, typ, app)
+	return v.encode(typ, app)
 }
 
 // encode builds one SSE frame: "id: <rev>\n" (left out for rev 0),
 // "data: {"result":{"type":…,"application":…}}\n\n", trimmed to the
 // view's fields.
-func (v *view) encode(rev uint64, typ projection.EventType, app []byte) []byte {
+func (v *view) encode(typ projection.EventType, app []byte) []byte {
 	const (
 		head = `{"result":{"type":"`
 		mid  = `","application":`
 		tail = `}}`
 	)
-	size := len("id: \ndata: \n\n") + 20 + len(head) + len(typ) + len(mid) + len(app) + len(tail)
+	size := len("data: \n\n") + len(head) + len(typ) + len(mid) + len(app) + len(tail)
 	if v.fields == nil {
 		b := make([]byte, 0, size)
-		b = appendID(b, rev)
 		b = append(b, "data: "+head...)
 		b = append(b, typ...)
 		b = append(b, mid...)
@@ -92,19 +91,18 @@ func (v *view) encode(rev uint64, typ projection.EventType, app []byte) []byte {
 	if trimmed, err := v.fields.apply(doc); err == nil {
 		doc = trimmed
 	} // else: the encoded Application is always valid JSON; send it whole rather than lose the event
-	b := make([]byte, 0, len(doc)+len("id: \ndata: \n\n")+20)
-	b = appendID(b, rev)
+	b := make([]byte, 0, len(doc)+len("data: \n\n"))
 	b = append(b, "data: "...)
 	b = append(b, doc...)
 	return append(b, "\n\n"...)
 }
 
-func appendID(b []byte, rev uint64) []byte {
-	if rev == 0 {
+func appendID(b []byte, pos projection.Position) []byte {
+	if pos.IsZero() {
 		return b
 	}
 	b = append(b, "id: "...)
-	b = strconv.AppendUint(b, rev, 10)
+	b = pos.Append(b)
 	return append(b, '\n')
 }
 
@@ -138,6 +136,11 @@ func (v *view) rows(snap *projection.Snapshot) []*projection.App {
 		}
 		if lo < len(nss) && nss[lo].Namespace == ns {
 			for _, a := range nss[lo].Rows {
+				keep(a)
+			}
+		}
+		for _, nr := range snap.TenantElsewhere(auth.TenantNamespacePrefix, v.scope.Org()) {
+			for _, a := range nr.Rows {
 				keep(a)
 			}
 		}

@@ -27,7 +27,7 @@ func TestWireStart(t *testing.T) {
 	// application in it.
 	orphan := &appState{ns: "hanzo", name: "orphan"}
 	e.apply(projection.Change{Op: projection.Upsert, Object: orphan.configMap()})
-	base := e.store.Snapshot().Position
+	base := e.store.Snapshot().Position.First()
 	if base == 0 {
 		t.Fatal("the store has no position after a change")
 	}
@@ -162,14 +162,16 @@ func TestParseRevisions(t *testing.T) {
 		{"1e9", 0, "decimal number"},
 		{"abc", 0, "decimal number"},
 	} {
-		got, err := stream.ParseLastEventID(tc.in)
+		p, err := stream.ParseLastEventID(tc.in, nil)
+		got := p.First()
 		if tc.err == "" && (err != nil || got != tc.want) {
 			t.Errorf("ParseLastEventID(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
 		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "Last-Event-ID ")) {
 			t.Errorf("ParseLastEventID(%q) error %v; want one saying %q", tc.in, err, tc.err)
 		}
-		got, err = stream.ParseResourceVersion(tc.in)
+		p, err = stream.ParseResourceVersion(tc.in, nil)
+		got = p.First()
 		if tc.err == "" && (err != nil || got != tc.want) {
 			t.Errorf("ParseResourceVersion(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
@@ -202,7 +204,7 @@ func TestParseRequest(t *testing.T) {
 		if tc.lastID != "" {
 			r.Header.Set("Last-Event-ID", tc.lastID)
 		}
-		_, err := stream.ParseRequest(r)
+		_, err := stream.ParseRequest(r, nil)
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%q: %v", tc.query, err)
@@ -212,14 +214,14 @@ func TestParseRequest(t *testing.T) {
 	}
 	r, _ := http.NewRequest(http.MethodGet, "/x?projects=shop,ops&projects=default&resourceVersion=12&fields=-result.application.status.history", nil)
 	r.Header.Set("Last-Event-ID", "13")
-	req, err := stream.ParseRequest(r)
+	req, err := stream.ParseRequest(r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"shop", "ops", "default"}, req.Filter.Projects); diff != "" {
 		t.Errorf("projects (-want +got):\n%s", diff)
 	}
-	if req.ResourceVersion != 12 || req.LastEventID != 13 || !req.Filter.Fields.Exclude {
+	if req.ResourceVersion.First() != 12 || req.LastEventID.First() != 13 || !req.Filter.Fields.Exclude {
 		t.Errorf("got %+v", req)
 	}
 }

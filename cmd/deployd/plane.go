@@ -269,8 +269,8 @@ type watcherHistory struct {
 	store *projection.Store
 }
 
-func (h watcherHistory) RowsAt(ctx context.Context, pos uint64) (*stream.PastRows, error) {
-	objs, err := h.w.RootsAt(ctx, pos)
+func (h watcherHistory) RowsAt(ctx context.Context, pos projection.Position) (*stream.PastRows, error) {
+	objs, err := h.w.RootsAt(ctx, pos.First())
 	if errors.Is(err, cluster.ErrHistoryGone) {
 		return nil, fmt.Errorf("%w: %w", stream.ErrHistoryGone, err)
 	}
@@ -293,5 +293,5 @@ func (p *plane) markSynced(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-	p.hub.Synced(p.cfg.Watcher.ListedAt())
+	p.hub.Synced(projection.At(p.cfg.Watcher.ListedAt()))
 }

@@ -80,7 +80,7 @@ func newWatchServer(t *testing.T, current *atomic.Pointer[watchPlane]) *httptest
 			w.Write([]byte(`{"error":"sign in required","message":"sign in required","code":401}`))
 			return
 		}
-		req, err := stream.ParseRequest(r)
+		req, err := stream.ParseRequest(r, nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -1,0 +1,116 @@
+package projection
+
+import "strings"
+
+// The naming rule of several clusters. The first cluster (the one deployd
+// runs in) keeps its namespaces: its Apps are named as they always were.
+// Another cluster's objects are folded with the namespace
+// "<namespace>.<cluster>" (hanzo.staging): a Kubernetes namespace is a DNS
+// label, without a dot, so the first dot splits the two, and the name
+// round-trips unchanged through the Argo CD UI's URLs
+// (/applications/<appNamespace>/<name>) and ?appNamespace=. A tenant's
+// namespace in another cluster is so "tenant-acme.staging", the same org.
+
+// ClusterRef is a cluster the projection holds besides the first.
+type ClusterRef struct {
+	// Name is the cluster's name, the suffix of its qualified namespaces.
+	Name string
+	// Server is its API server's URL, the Applications' destination.
+	Server string
+	// Namespaces is its namespace map.
+	Namespaces Namespaces
+}
+
+// QualifyNamespace is the namespace the projection gives a cluster's
+// namespace ns: ns itself for the first cluster (cluster ""), else
+// "<ns>.<cluster>".
+func QualifyNamespace(ns, cluster string) string {
+	if cluster == "" {
+		return ns
+	}
+	return ns + "." + cluster
+}
+
+// SplitNamespace splits a qualified namespace into the cluster's own
+// namespace and the cluster's name ("" for the first cluster).
+func SplitNamespace(q string) (ns, cluster string) {
+	ns, cluster, _ = strings.Cut(q, ".")
+	return ns, cluster
+}
+
+// ClusterNames are the names of the clusters, the first's first; nil with
+// one cluster.
+func (c Config) ClusterNames() []string {
+	if len(c.Clusters) == 0 {
+		return nil
+	}
+	if c.names != nil {
+		return c.names
+	}
+	names := make([]string, 0, 1+len(c.Clusters))
+	names = append(names, c.firstName())
+	for _, r := range c.Clusters {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+func (c Config) firstName() string {
+	if c.ClusterName == "" {
+		return "in-cluster"
+	}
+	return c.ClusterName
+}
+
+// ClusterOf is the index of the cluster a qualified namespace belongs to
+// (0: the first) and that cluster's namespace map; false for a cluster
+// the configuration does not name.
+func (c *Config) ClusterOf(q string) (int, *Namespaces, bool) {
+	i := strings.IndexByte(q, '.')
+	if i < 0 {
+		return 0, &c.Namespaces, true
+	}
+	name := q[i+1:]
+	for j := range c.Clusters {
+		if c.Clusters[j].Name == name {
+			return j + 1, &c.Clusters[j].Namespaces, true
+		}
+	}
+	return 0, nil, false
+}
+
+// Env is the environment and tenant org of a qualified namespace, by its
+// cluster's namespace map; false when that cluster does not watch it.
+func (c *Config) Env(q string) (env, org string, ok bool) {
+	_, m, known := c.ClusterOf(q)
+	if !known {
+		return "", "", false
+	}
+	ns, _ := SplitNamespace(q)
+	return m.Env(ns)
+}
+
+// Cluster is the name and server of cluster i (0: the first).
+func (c *Config) Cluster(i int) (name, server string) {
+	if i <= 0 || i > len(c.Clusters) {
+		return c.firstName(), c.ClusterServer
+	}
+	r := c.Clusters[i-1]
+	return r.Name, r.Server
+}
+
+// clusterIndex is the index of the cluster of a qualified namespace (0 for
+// one the configuration does not name: the fold refuses those).
+func (s *Store) clusterIndex(q string) int {
+	c, _, _ := s.cfg.ClusterOf(q)
+	return c
+}
+
+// ClusterIndex is the index of the row's cluster (0: the first).
+func (a *App) ClusterIndex() int {
+	if a.cfg == nil {
+		return 0
+	}
+	c, _, _ := a.cfg.ClusterOf(a.Namespace)
+	return c
+}
