@@ -59,6 +59,7 @@ func (w *Watcher) RootsAt(ctx context.Context, pos uint64) ([]*projection.Object
 				if err != nil {
 					continue // the fold refuses it too
 				}
+				o.Namespace = projection.QualifyNamespace(o.Namespace, w.opts.Cluster)
 				out = append(out, o)
 			}
 			if opts.Continue = list.GetContinue(); opts.Continue == "" {

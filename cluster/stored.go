@@ -108,3 +108,36 @@ func (s *stored) SetOwnerReferences([]metav1.OwnerReference)    {}
 func (s *stored) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
 func (s *stored) GetObjectKind() schema.ObjectKind              { return schema.EmptyObjectKind }
 func (s *stored) DeepCopyObject() runtime.Object                { c := *s; return &c }
+
+// qualified wraps a kind's transform so that the summaries it makes carry
+// the cluster's qualified namespace (projection.QualifyNamespace); the
+// informer's keys are then qualified too. The first cluster's (cluster "")
+// is the transform itself.
+func qualified(tf cache.TransformFunc, cluster string) cache.TransformFunc {
+	if cluster == "" {
+		return tf
+	}
+	return func(in any) (any, error) {
+		if _, done := in.(*stored); done {
+			return in, nil // qualified when it was transformed
+		}
+		out, err := tf(in)
+		if s, ok := out.(*stored); ok && err == nil {
+			s.obj.Namespace = projection.QualifyNamespace(s.obj.Namespace, cluster)
+		}
+		return out, err
+	}
+}
+
+// watched reports whether the watcher folds objects of a namespace as the
+// projection names it (qualified for a cluster other than the first).
+func (w *Watcher) watched(q string) bool {
+	ns := q
+	if w.opts.Cluster != "" {
+		var cluster string
+		if ns, cluster = projection.SplitNamespace(q); cluster != w.opts.Cluster {
+			return false
+		}
+	}
+	return w.opts.Namespaces.Watched(ns)
+}

@@ -26,6 +26,10 @@ import (
 type Options struct {
 	// Namespaces is the namespace map: objects elsewhere are ignored.
 	Namespaces projection.Namespaces
+	// Cluster is the name the cluster's namespaces are qualified with in
+	// the projection (projection.QualifyNamespace): empty for the first
+	// cluster, whose namespaces stay as they are.
+	Cluster string
 	// Discovery is how often optional kinds are looked for (and the App CRD
 	// while it is missing). Default 10s.
 	Discovery time.Duration
@@ -60,6 +64,7 @@ type Watcher struct {
 	errs      map[projection.Kind]string
 	discErr   string
 	discAt    time.Time // when discovery last asked the API server
+	failedAt  time.Time // when discovery began failing (zero while it answers)
 	version   string    // the API server's gitVersion, once known
 	running   bool
 	// syncMark is what the feed had been pushed when every kind had first
@@ -186,11 +191,14 @@ func (w *Watcher) discover(ctx context.Context) {
 	w.discAt = time.Now()
 	if err != nil {
 		w.discErr = err.Error()
+		if w.failedAt.IsZero() {
+			w.failedAt = w.discAt
+		}
 		w.mu.Unlock()
 		w.opts.Log.Warn("discovery failed; keeping the kinds known", "err", err)
 		return
 	}
-	w.discErr = ""
+	w.discErr, w.failedAt = "", time.Time{}
 	w.served = served
 	askVersion := w.version == ""
 	var start, stop []projection.Kind
@@ -279,7 +287,7 @@ func (w *Watcher) startKind(ctx context.Context, k projection.Kind) {
 	undecoded := func(obj metav1.Object, err error) {
 		w.opts.Log.Debug("object not decoded", "kind", k.String(), "namespace", obj.GetNamespace(), "name", obj.GetName(), "err", err)
 	}
-	if err := inf.SetTransform(decoder(k, w.opts.Namespaces.Watched, undecoded)); err != nil {
+	if err := inf.SetTransform(qualified(decoder(k, w.opts.Namespaces.Watched, undecoded), w.opts.Cluster)); err != nil {
 		w.opts.Log.Error("informer transform", "kind", k, "err", err)
 		return
 	}
@@ -368,7 +376,7 @@ func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
 			default:
 				return
 			}
-			if !w.opts.Namespaces.Watched(ns) {
+			if !w.watched(ns) {
 				return
 			}
 			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: ns, Name: name, ResourceVersion: rv}})
@@ -407,6 +415,10 @@ type Status struct {
 	// CheckedAt is when discovery last asked the API server (zero before
 	// it has).
 	CheckedAt time.Time
+	// FailedSince is when the API server stopped answering discovery
+	// (zero while it answers); Failure is what the last attempt said.
+	FailedSince time.Time
+	Failure     string
 	// KindsListed of KindsServed have listed; Folded changes have been
 	// folded by the writer.
 	KindsListed, KindsServed int
@@ -425,6 +437,7 @@ func (w *Watcher) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := Status{Configured: true, Reachable: w.discErr == "" && len(w.served) > 0, CheckedAt: w.discAt,
+		FailedSince: w.failedAt, Failure: w.discErr,
 		AppCRD: w.served[projection.KindApp], CDCRD: w.served[projection.KindCDApplication], Synced: true}
 	for _, ki := range projection.Registry() {
 		ks := KindStatus{Kind: ki.Name, Served: w.served[ki.Kind], Error: w.errs[ki.Kind]}

@@ -48,7 +48,7 @@ func (s *Server) lookup(c echo.Context, snap *projection.Snapshot, name, namespa
 		return nil, err
 	}
 	if namespace != "" {
-		if err := validName("namespace", namespace); err != nil {
+		if err := validNamespace("namespace", namespace); err != nil {
 			return nil, err
 		}
 	}

@@ -237,28 +237,40 @@ func (s *Server) clusters(c echo.Context) error {
 	return jsonFields(c, s.clusterList(sc), fields)
 }
 
-// clusterList is the one cluster deployd reads, counted within the scope.
+// clusterList is the clusters deployd reads, their Apps counted within
+// the scope.
 func (s *Server) clusterList(sc auth.Scope) clusterList {
 	snap := s.d.Snapshots.Snapshot()
-	n := 0
-	for range s.visibleRows(snap, sc) {
-		n++
+	entries := []ClusterEntry{{Name: s.d.ClusterName, Server: s.d.Projection.ClusterServer, Status: s.d.Cluster()}}
+	if s.d.Clusters != nil {
+		entries = s.d.Clusters()
 	}
-	st := s.d.Cluster()
-	state := connectionState{Status: "Successful"}
-	if !st.Ready {
-		state = connectionState{Status: "Failed", Message: st.Reason}
+	counts := make([]int, len(entries))
+	for a := range s.visibleRows(snap, sc) {
+		if i := a.ClusterIndex(); i < len(counts) {
+			counts[i]++
+		}
 	}
-	if !st.CheckedAt.IsZero() {
-		at := st.CheckedAt.UTC().Truncate(time.Second)
-		state.AttemptedAt = &at
+	out := clusterList{Metadata: listMeta{ResourceVersion: snap.Position.String()}, Items: make([]cluster, 0, len(entries))}
+	for i, e := range entries {
+		st := e.Status
+		state := connectionState{Status: "Successful"}
+		switch {
+		case !st.FailedSince.IsZero() && s.d.Clusters != nil:
+			state = connectionState{Status: "Failed", Message: "the API server has not answered since " +
+				st.FailedSince.UTC().Format(time.RFC3339) + "; its applications show their last known state"}
+		case !st.Ready:
+			state = connectionState{Status: "Failed", Message: st.Reason}
+		}
+		if !st.CheckedAt.IsZero() {
+			at := st.CheckedAt.UTC().Truncate(time.Second)
+			state.AttemptedAt = &at
+		}
+		out.Items = append(out.Items, cluster{Name: e.Name, Server: e.Server,
+			Info: clusterInfo{ApplicationsCount: counts[i], ServerVersion: minorVersion(st.ServerVersion), ConnectionState: state,
+				CacheInfo: cacheInfo{APIsCount: len(projection.Registry())}}})
 	}
-	return clusterList{
-		Metadata: listMeta{ResourceVersion: snap.Position.String()},
-		Items: []cluster{{Name: s.d.ClusterName, Server: s.d.Projection.ClusterServer,
-			Info: clusterInfo{ApplicationsCount: n, ServerVersion: minorVersion(st.ServerVersion), ConnectionState: state,
-				CacheInfo: cacheInfo{APIsCount: len(projection.Registry())}}}},
-	}
+	return out
 }
 
 // minorVersion is a Kubernetes version as Argo CD shows a cluster's:

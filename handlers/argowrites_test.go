@@ -30,7 +30,6 @@ func TestArgoSyncBodies(t *testing.T) {
 		{`{"revisions":["v1.0.0"]}`, "cannot be synced"},
 		{`{"sourcePositions":[2]}`, "one source"},
 		{`{"name":"worker"}`, "the body names application"},
-		{`{"appNamespace":"tenant-globex"}`, "appNamespace"},
 		{`{"project":"default"}`, "belongs to project"},
 		{`{"force":true}`, `field "force"`},
 		{`[]`, "expected shape"},
@@ -41,6 +40,15 @@ func TestArgoSyncBodies(t *testing.T) {
 		if r.code != http.StatusBadRequest || !strings.Contains(errorMessage(t, r), b.want) {
 			t.Errorf("sync %s: %d %s, want 400 saying %q", b.body, r.code, r.body, b.want)
 		}
+	}
+	// The body's appNamespace locates the app when the query names none
+	// (a name may be in several clusters): another namespace's app is not
+	// found; with the query naming one, a body naming another is refused.
+	if r := env.post(t, path, root, `{"appNamespace":"tenant-globex"}`); r.code != http.StatusNotFound {
+		t.Errorf("sync naming another namespace in the body: %d %s, want 404", r.code, r.body)
+	}
+	if r := env.post(t, path+"?appNamespace=tenant-acme", root, `{"appNamespace":"tenant-globex"}`); r.code != http.StatusBadRequest || !strings.Contains(errorMessage(t, r), "appNamespace") {
+		t.Errorf("sync whose body contradicts the query: %d %s, want 400 saying appNamespace", r.code, r.body)
 	}
 	if w.count() != 0 {
 		t.Fatalf("%d patches for refused syncs", w.count())

@@ -64,8 +64,8 @@ func parseRef(token string) (ref, error) {
 	if !k.InRegistry() {
 		return ref{}, errorf(http.StatusBadRequest, "kind "+quoteShort(strings.TrimPrefix(group+"/"+kindName, "/"))+" is not one deployd reads")
 	}
-	if len(validation.IsDNS1123Label(ns)) > 0 {
-		return ref{}, errorf(http.StatusBadRequest, "namespace "+quoteShort(ns)+" in the resource ref is not a DNS-1123 label")
+	if !projection.IsNamespace(ns) {
+		return ref{}, errorf(http.StatusBadRequest, "namespace "+quoteShort(ns)+" in the resource ref is not a DNS-1123 label (or one followed by '.' and a cluster's name)")
 	}
 	if len(validation.IsDNS1123Subdomain(name)) > 0 {
 		return ref{}, errorf(http.StatusBadRequest, "name "+quoteShort(name)+" in the resource ref is not a valid object name")

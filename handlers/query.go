@@ -25,6 +25,16 @@ func validName(what, name string) error {
 	return nil
 }
 
+// validNamespace checks a namespace taken from a path, a query or a body:
+// a DNS-1123 label, qualified with a cluster's name for a cluster other
+// than the first (projection.IsNamespace).
+func validNamespace(what, ns string) error {
+	if !projection.IsNamespace(ns) {
+		return errorf(http.StatusBadRequest, what+" "+quoteShort(ns)+" is not valid: it must be a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters), or one followed by '.' and a cluster's name")
+	}
+	return nil
+}
+
 // quoteShort quotes a client-given value for a message, cut to 64 bytes.
 func quoteShort(s string) string {
 	if len(s) > 64 {
@@ -64,7 +74,11 @@ func optionalName(q url.Values, key string) (string, error) {
 	if err != nil || v == "" {
 		return v, err
 	}
-	if err := validName(key, v); err != nil {
+	check := validName
+	if key == "namespace" || key == "appNamespace" {
+		check = validNamespace
+	}
+	if err := check(key, v); err != nil {
 		return "", err
 	}
 	return v, nil

@@ -109,16 +109,17 @@ func historyTagsIn(history []projection.HistoryEntry) string {
 // rolls it out. It answers the Application.
 func (s *Server) rollback(params []string) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		body, err := io.ReadAll(c.Request().Body)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "the rollback body could not be read (at most 64 KiB)")
+		}
+		namespaceFromBody(c, body, params)
 		a, err := s.writableApp(c, params)
 		if err != nil {
 			return err
 		}
 		if a.Repository == "" {
 			return errorf(http.StatusUnprocessableEntity, quoteShort(a.Name)+" declares no image repository (spec.image.repository): there is nothing to roll back")
-		}
-		body, err := io.ReadAll(c.Request().Body)
-		if err != nil {
-			return errorf(http.StatusBadRequest, "the rollback body could not be read (at most 64 KiB)")
 		}
 		file, managed := s.managedFile(a)
 		history := a.History

@@ -43,6 +43,16 @@ type ClusterStatus struct {
 	// has answered; CheckedAt when it was last asked (zero before).
 	ServerVersion string
 	CheckedAt     time.Time
+	// FailedSince is when the API server stopped answering (zero while
+	// it answers).
+	FailedSince time.Time
+}
+
+// ClusterEntry is one cluster of several, as GET /api/v1/clusters lists
+// it: its name, its API server's URL and its state.
+type ClusterEntry struct {
+	Name, Server string
+	Status       ClusterStatus
 }
 
 // LiveReader reads one object of a registry kind from the API server, on
@@ -98,7 +108,12 @@ type Deps struct {
 	PublicURL string
 	// ClusterName names the one cluster in /clusters and on the board.
 	ClusterName string
-	Version     Version
+	// Clusters lists every cluster, the first first (the order of
+	// Projection.Clusters), when the projection holds several; nil with
+	// one (Cluster and ClusterName describe it). Cluster is then their
+	// sum: what readiness waits for.
+	Clusters func() []ClusterEntry
+	Version  Version
 	// Releases answers the drift board's release questions; nil when no
 	// release source is configured.
 	// It is given the App's image repository (registry host included) and

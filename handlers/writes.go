@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -100,13 +101,14 @@ func (s *Server) syncAnnotations(c echo.Context) map[string]any {
 // merge patch. It answers the Application.
 func (s *Server) sync(params []string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		a, err := s.writableApp(c, params)
-		if err != nil {
-			return err
-		}
 		body, err := io.ReadAll(c.Request().Body)
 		if err != nil {
 			return errorf(http.StatusBadRequest, "the sync body could not be read (at most 64 KiB)")
+		}
+		namespaceFromBody(c, body, params)
+		a, err := s.writableApp(c, params)
+		if err != nil {
+			return err
 		}
 		dryRun, err := parseSync(body, a)
 		if err != nil {
@@ -119,6 +121,26 @@ func (s *Server) sync(params []string) echo.HandlerFunc {
 		}
 		patch := map[string]any{"metadata": map[string]any{"annotations": s.syncAnnotations(c)}}
 		return s.patchAndAnswer(c, a, patch)
+	}
+}
+
+// namespaceFromBody takes the app's namespace from a write's body
+// (appNamespace, as Argo CD's UI sends it) when the query names none: an
+// App's name alone may be in several clusters. The body is checked against
+// the app found later, as a whole.
+func namespaceFromBody(c echo.Context, body []byte, params []string) {
+	if !slices.Contains(params, "appNamespace") {
+		return
+	}
+	q := c.QueryParams()
+	if q.Get("appNamespace") != "" || q.Get("namespace") != "" {
+		return
+	}
+	var named struct {
+		AppNamespace string `json:"appNamespace"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(body), &named) == nil && named.AppNamespace != "" {
+		q.Set("appNamespace", named.AppNamespace)
 	}
 }
 

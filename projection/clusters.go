@@ -1,6 +1,10 @@
 package projection
 
-import "strings"
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
 
 // The naming rule of several clusters. The first cluster (the one deployd
 // runs in) keeps its namespaces: its Apps are named as they always were.
@@ -113,4 +117,15 @@ func (a *App) ClusterIndex() int {
 	}
 	c, _, _ := a.cfg.ClusterOf(a.Namespace)
 	return c
+}
+
+// IsNamespace reports whether q is a namespace as the projection names
+// one: a DNS-1123 label, optionally qualified with a cluster's name (a
+// DNS-1123 label too).
+func IsNamespace(q string) bool {
+	ns, cluster, qualified := strings.Cut(q, ".")
+	if len(validation.IsDNS1123Label(ns)) > 0 {
+		return false
+	}
+	return !qualified || len(validation.IsDNS1123Label(cluster)) == 0
 }

@@ -121,8 +121,8 @@ func ParseAppFilter(q url.Values) (AppFilter, error) {
 		return AppFilter{}, err
 	}
 	if f.AppNamespace != "" {
-		if errs := validation.IsDNS1123Label(f.AppNamespace); len(errs) > 0 {
-			return AppFilter{}, fmt.Errorf("appNamespace %s is not a namespace name: it must be a DNS-1123 label", quoteShort(f.AppNamespace))
+		if !projection.IsNamespace(f.AppNamespace) {
+			return AppFilter{}, fmt.Errorf("appNamespace %s is not a namespace name: it must be a DNS-1123 label, or one followed by '.' and a cluster's name", quoteShort(f.AppNamespace))
 		}
 	}
 	fields, err := single(q, "fields")

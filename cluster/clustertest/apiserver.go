@@ -145,8 +145,24 @@ func (a *apiserver) request(ctx context.Context, method, path string, body []byt
 func (c *Cluster) RestartAPIServer(t testing.TB) {
 	t.Helper()
 	start := time.Now()
+	c.StopAPIServer(t)
+	c.StartAPIServer(t)
+	t.Logf("kube-apiserver restarted in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM, waiting for it to exit),
+// leaving etcd running: the cluster is down for its clients until
+// StartAPIServer.
+func (c *Cluster) StopAPIServer(t testing.TB) {
+	t.Helper()
+	c.apiserver.proc.stop(syscall.SIGTERM, 30*time.Second)
+}
+
+// StartAPIServer starts a stopped kube-apiserver again on the same port
+// with the same etcd, keys and flags, returning once /readyz answers.
+func (c *Cluster) StartAPIServer(t testing.TB) {
+	t.Helper()
 	a := c.apiserver
-	a.proc.stop(syscall.SIGTERM, 30*time.Second)
 	// A restart fills the watch cache from etcd while the clients that were
 	// cut off list again: with a large fleet that takes longer than a start.
 	deadline := time.Now().Add(3 * startBudget)
@@ -169,5 +185,4 @@ func (c *Cluster) RestartAPIServer(t testing.TB) {
 	if err := c.primeAllCRDs(t.Context()); err != nil {
 		t.Fatalf("restart kube-apiserver: %v", err)
 	}
-	t.Logf("kube-apiserver restarted in %v", time.Since(start).Round(time.Millisecond))
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -28,7 +27,10 @@ type planeConfig struct {
 	Log        *slog.Logger
 	Projection projection.Config
 	Watcher    *cluster.Watcher
-	Feed       *cluster.Feed
+	// Others are the watchers of the other clusters, in the order of
+	// Projection.Clusters, feeding Feed too; none with one cluster.
+	Others []*cluster.Watcher
+	Feed   *cluster.Feed
 	// History: a stream resuming from a position older than this process
 	// catches up from the API server's history (a real cluster; the
 	// demo's simulated one keeps none).
@@ -66,10 +68,12 @@ type plane struct {
 	metrics  *metrics.Metrics
 	// draining: the shutdown began; the health probes answer 503.
 	draining atomic.Bool
+	// clusters are the clusters read: the first (Watcher), then Others.
+	clusters *clusterSet
 }
 
 func newPlane(ctx context.Context, cfg planeConfig) *plane {
-	p := &plane{cfg: cfg, store: projection.NewStore(cfg.Projection)}
+	p := &plane{cfg: cfg, store: projection.NewStore(cfg.Projection), clusters: newClusterSet(cfg.Projection, cfg.Watcher, cfg.Others)}
 	// cfg.Releases was checked when it was read (release.ConfigFromEnv);
 	// New fails only if its auth file went away since.
 	rs, err := release.New(cfg.Releases, release.Options{
@@ -90,7 +94,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 	p.releases = rs
 	hopts := stream.Options{Logger: cfg.Log}
 	if cfg.History {
-		hopts.History = watcherHistory{w: cfg.Watcher, store: p.store}
+		hopts.History = fleetHistory{f: p.clusters, store: p.store}
 	}
 	p.hub = stream.NewHub(p.store, hopts)
 	p.auth = auth.New(ctx, cfg.Auth, cfg.Log)
@@ -117,7 +121,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		Log:         cfg.Log,
 		Snapshots:   p.store,
 		Projection:  cfg.Projection,
-		Cluster:     clusterStatus(cfg.Watcher),
+		Cluster:     p.clusters.status,
 		Live:        cfg.Watcher,
 		Logs:        logs,
 		Events:      cfg.Watcher,
@@ -135,6 +139,13 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 	}
 	if rs != nil {
 		deps.Releases, deps.ReleaseChanges = rs.Release, rs.Changes
+	}
+	if p.clusters.several() {
+		route := fleetReader{p.clusters}
+		deps.Live, deps.Events, deps.Writer, deps.Clusters = route, route, route, p.clusters.entries
+		if cfg.Logs == nil {
+			deps.Logs = route
+		}
 	}
 	p.server = handlers.New(deps)
 	return p
@@ -158,6 +169,9 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 		go func() { defer wg.Done(); p.releases.Run(ctx) }()
 	}
 	go func() { defer wg.Done(); p.cfg.Watcher.Run(ctx) }()
+	for _, w := range p.cfg.Others {
+		wg.Go(func() { w.Run(ctx) })
+	}
 	go func() { defer wg.Done(); p.cfg.Feed.Run(ctx, p.store, p.publish, p.cfg.Log) }()
 	wg.Go(func() { p.markSynced(ctx) })
 
@@ -226,7 +240,7 @@ func clusterStatus(w *cluster.Watcher) func() handlers.ClusterStatus {
 		return handlers.ClusterStatus{
 			Configured: st.Configured, Reachable: st.Reachable, AppCRD: st.AppCRD, CDCRD: st.CDCRD,
 			Ready: st.Ready(), Reason: st.Reason, Progress: st.Progress,
-			ServerVersion: w.ServerVersion(), CheckedAt: st.CheckedAt,
+			ServerVersion: w.ServerVersion(), CheckedAt: st.CheckedAt, FailedSince: st.FailedSince,
 		}
 	}
 }
@@ -261,37 +275,18 @@ func (l watcherLogs) Logs(ctx context.Context, r handlers.LogRequest) (io.ReadCl
 	return l.w.PodLogs(ctx, r.Namespace, r.Pod, r.Container, r.TailLines, r.LimitBytes, r.Follow, r.Timestamps)
 }
 
-// watcherHistory answers the stream hub's History from the API server: the
-// row objects as they were at a past resourceVersion, made rows as the
-// fold makes them.
-type watcherHistory struct {
-	w     *cluster.Watcher
-	store *projection.Store
-}
-
-func (h watcherHistory) RowsAt(ctx context.Context, pos projection.Position) (*stream.PastRows, error) {
-	objs, err := h.w.RootsAt(ctx, pos.First())
-	if errors.Is(err, cluster.ErrHistoryGone) {
-		return nil, fmt.Errorf("%w: %w", stream.ErrHistoryGone, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &stream.PastRows{Rows: h.store.PastRows(objs)}, nil
-}
-
 // markSynced tells the hub, once the watcher is ready (the fold holds what
 // the initial lists returned, and its deltas were published), the position
 // from which its ring holds every change.
 func (p *plane) markSynced(ctx context.Context) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for !p.cfg.Watcher.Status().Ready() {
+	for !p.clusters.status().Ready {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
-	p.hub.Synced(projection.At(p.cfg.Watcher.ListedAt()))
+	p.hub.Synced(p.clusters.listedAt(p.cfg.Projection.ClusterNames()))
 }

@@ -27,7 +27,8 @@ import (
 //	--kubeconfig    KUBECONFIG               kubeconfig; else in-cluster
 //	--context                                kubeconfig context
 //	--namespaces    DEPLOY_NAMESPACES        namespace map, e.g. hanzo=main,hanzo-testnet=test,tenant-*=main
-//	                DEPLOY_CLUSTER_NAME      the cluster's display name (in-cluster)
+//	                DEPLOY_CLUSTER_NAME      the cluster's name (in-cluster; [a-z0-9-])
+//	                DEPLOY_CLUSTERS_FILE     more clusters to read (clusters.go)
 //	                DEPLOY_SOURCE_REPO, DEPLOY_SOURCE_PATH, DEPLOY_SOURCE_REVISION
 //	                                         display values of spec.source
 //	                DEPLOY_PUBLIC_URL, IAM_ENDPOINT, DEPLOY_IAM_CLIENT_ID, … (sign-in, see auth)
@@ -73,6 +74,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	firstName, others, err := clustersFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	pcfg.ClusterName = firstName
 	authCfg, err := auth.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return err
@@ -108,6 +114,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// OS and the heap is held nearer what is live.
 	settle := func() { settleMemory(log) }
 	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log, OnReady: settle})
+	if err != nil {
+		return err
+	}
+	otherWatchers, err := newOtherWatchers(others, &pcfg, feed, log)
 	if err != nil {
 		return err
 	}
@@ -155,8 +165,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	p := newPlane(ctx, planeConfig{
 		History: true,
-		Log:     log, Projection: pcfg, Watcher: w, Feed: feed, Auth: authCfg,
-		ClusterName: envOr("DEPLOY_CLUSTER_NAME", "in-cluster"),
+		Log:     log, Projection: pcfg, Watcher: w, Others: otherWatchers, Feed: feed, Auth: authCfg,
+		ClusterName: firstName,
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, EngineWebhookSecret: engEnv.WebhookSecret,
 		Drain: drain,

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+
+	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/handlers"
+	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/stream"
+)
+
+// The clusters serve reads (ADR 0012):
+//
+//	DEPLOY_CLUSTER_NAME   the name of the cluster deployd runs in (or that
+//	                      --kubeconfig/--context reach): in-cluster
+//	DEPLOY_CLUSTERS_FILE  a YAML file adding more (cluster.ParseClusters):
+//	                      clusters: [{name, kubeconfig, context, namespaces, engine}]
+//
+// Each cluster has its own watcher, all feeding the one projection; the
+// other clusters' namespaces are qualified with their names.
+
+// clustersFromEnv reads the first cluster's name and the clusters file.
+// An error names the variable, the cluster and the field.
+func clustersFromEnv(getenv func(string) string) (string, []cluster.Entry, error) {
+	first := getenv("DEPLOY_CLUSTER_NAME")
+	if first == "" {
+		first = cluster.DefaultName
+	}
+	if err := cluster.CheckName(first); err != nil {
+		return "", nil, fmt.Errorf("DEPLOY_CLUSTER_NAME %w", err)
+	}
+	path := getenv("DEPLOY_CLUSTERS_FILE")
+	if path == "" {
+		return first, nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("DEPLOY_CLUSTERS_FILE %s cannot be read: %w", path, errors.Unwrap(err))
+	}
+	entries, err := cluster.ParseClusters(data, first)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return first, entries, nil
+}
+
+// clusterSet is the clusters a plane reads: the first, then the others in the
+// order of projection.Config.Clusters.
+type clusterSet struct {
+	names    []string
+	servers  []string
+	watchers []*cluster.Watcher
+	// ready latches once every cluster that answers has synced.
+	ready atomic.Bool
+}
+
+func newClusterSet(pcfg projection.Config, first *cluster.Watcher, others []*cluster.Watcher) *clusterSet {
+	f := &clusterSet{watchers: append([]*cluster.Watcher{first}, others...)}
+	for i := range f.watchers {
+		name, server := pcfg.Cluster(i)
+		f.names, f.servers = append(f.names, name), append(f.servers, server)
+	}
+	return f
+}
+
+// several reports whether there is more than one cluster.
+func (f *clusterSet) several() bool { return len(f.watchers) > 1 }
+
+// entries are the clusters' states, for GET /api/v1/clusters.
+func (f *clusterSet) entries() []handlers.ClusterEntry {
+	out := make([]handlers.ClusterEntry, len(f.watchers))
+	for i, w := range f.watchers {
+		out[i] = handlers.ClusterEntry{Name: f.names[i], Server: f.servers[i], Status: clusterStatus(w)()}
+	}
+	return out
+}
+
+// status is the clusters' state as one: ready once every cluster that
+// answers has synced and at least one has (a cluster that does not
+// answer is reported, not waited for); it stays ready after.
+func (f *clusterSet) status() handlers.ClusterStatus {
+	if !f.several() {
+		return clusterStatus(f.watchers[0])()
+	}
+	var out handlers.ClusterStatus
+	synced, waiting := 0, ""
+	for i, w := range f.watchers {
+		st := w.Status()
+		out.Configured = out.Configured || st.Configured
+		out.Reachable = out.Reachable || st.Reachable
+		out.AppCRD = out.AppCRD || st.AppCRD
+		out.CDCRD = out.CDCRD || st.CDCRD
+		switch {
+		case st.Ready():
+			synced++
+		case !st.Configured || (!st.CheckedAt.IsZero() && !st.Reachable):
+			// reported, not waited for
+		case waiting == "":
+			waiting = "cluster " + f.names[i] + ": " + st.Reason
+			out.Progress = st.Progress
+		}
+	}
+	first := f.watchers[0]
+	out.ServerVersion, out.CheckedAt = first.ServerVersion(), first.Status().CheckedAt
+	if !f.ready.Load() && waiting == "" && synced > 0 {
+		f.ready.Store(true)
+	}
+	out.Ready = f.ready.Load()
+	switch {
+	case out.Ready:
+		out.Progress = ""
+	case waiting != "":
+		out.Reason = waiting
+	default:
+		out.Reason = "no cluster answers"
+	}
+	return out
+}
+
+// listedAt is the position the initial lists reached: each synced
+// cluster's newest listed resourceVersion, 0 for one not synced.
+func (f *clusterSet) listedAt(names []string) projection.Position {
+	p := projection.ZeroPosition(names)
+	for i, w := range f.watchers {
+		if w.Status().Ready() {
+			p = p.With(i, w.ListedAt())
+		}
+	}
+	return p
+}
+
+// watcher is the watcher of a qualified namespace's cluster and the
+// namespace as that cluster names it.
+func (f *clusterSet) watcher(q string) (*cluster.Watcher, string, error) {
+	ns, name := projection.SplitNamespace(q)
+	if name == "" {
+		return f.watchers[0], ns, nil
+	}
+	for i := 1; i < len(f.names); i++ {
+		if f.names[i] == name {
+			return f.watchers[i], ns, nil
+		}
+	}
+	return nil, "", fmt.Errorf("namespace %q names no cluster deployd reads", q)
+}
+
+// fleetReader sends the routes' live reads and writes to the cluster the
+// namespace names (handlers.LiveReader, Writer, LogReader, EventReader).
+type fleetReader struct{ f *clusterSet }
+
+func (r fleetReader) Get(ctx context.Context, kind projection.Kind, namespace, name string) (map[string]any, error) {
+	w, ns, err := r.f.watcher(namespace)
+	if err != nil {
+		return nil, err
+	}
+	return w.Get(ctx, kind, ns, name)
+}
+
+func (r fleetReader) MergePatch(ctx context.Context, kind projection.Kind, namespace, name string, patch []byte) (map[string]any, error) {
+	w, ns, err := r.f.watcher(namespace)
+	if err != nil {
+		return nil, err
+	}
+	return w.MergePatch(ctx, kind, ns, name, patch)
+}
+
+func (r fleetReader) Events(ctx context.Context, namespace, uid string) ([]map[string]any, error) {
+	w, ns, err := r.f.watcher(namespace)
+	if err != nil {
+		return nil, err
+	}
+	return w.Events(ctx, ns, uid)
+}
+
+func (r fleetReader) Logs(ctx context.Context, q handlers.LogRequest) (io.ReadCloser, error) {
+	w, ns, err := r.f.watcher(q.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return w.PodLogs(ctx, ns, q.Pod, q.Container, q.TailLines, q.LimitBytes, q.Follow, q.Timestamps)
+}
+
+// fleetHistory answers the stream hub's History from every cluster's API
+// server: each cluster's row objects at its part of the position.
+type fleetHistory struct {
+	f     *clusterSet
+	store *projection.Store
+}
+
+func (h fleetHistory) RowsAt(ctx context.Context, pos projection.Position) (*stream.PastRows, error) {
+	var objs []*projection.Object
+	for i, w := range h.f.watchers {
+		rv := pos.Of(i)
+		if rv == 0 {
+			continue // the client held nothing of this cluster
+		}
+		part, err := w.RootsAt(ctx, rv)
+		if errors.Is(err, cluster.ErrHistoryGone) {
+			return nil, fmt.Errorf("%w: cluster %s: %w", stream.ErrHistoryGone, h.f.names[i], err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", h.f.names[i], err)
+		}
+		objs = append(objs, part...)
+	}
+	return &stream.PastRows{Rows: h.store.PastRows(objs)}, nil
+}
+
+// newOtherWatchers makes a watcher for each cluster of the clusters file,
+// feeding feed, and adds each to pcfg.Clusters. A kubeconfig that cannot
+// be read stops serve, naming the cluster; a cluster that does not answer
+// does not.
+func newOtherWatchers(entries []cluster.Entry, pcfg *projection.Config, feed *cluster.Feed, log *slog.Logger) ([]*cluster.Watcher, error) {
+	var out []*cluster.Watcher
+	for _, e := range entries {
+		rc, where, err := cluster.RESTConfig(e.Source())
+		if err != nil {
+			return nil, fmt.Errorf("%w: cluster %q: kubeconfig: %v", cluster.ErrClustersFile, e.Name, err)
+		}
+		ns := e.NamespaceMap(pcfg.Namespaces)
+		clog := log.With("cluster", e.Name)
+		clog.Info("cluster configuration", "from", where, "host", rc.Host)
+		w, err := cluster.NewWatcher(rc, "", feed, cluster.Options{Namespaces: ns, Cluster: e.Name, Log: clog})
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", e.Name, err)
+		}
+		pcfg.Clusters = append(pcfg.Clusters, projection.ClusterRef{Name: e.Name, Server: rc.Host, Namespaces: ns})
+		out = append(out, w)
+	}
+	return out, nil
+}
