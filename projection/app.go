@@ -58,6 +58,9 @@ type App struct {
 	*AppRollout
 
 	Health Health
+	// Unreachable is since when (Unix seconds) the row's cluster has not
+	// answered; 0 while it answers.
+	Unreachable int64
 
 	// Tree is the resource tree, root first. Shared read-only.
 	Tree []*NodeInfo
@@ -334,7 +337,7 @@ func (a *App) next() *App {
 	n := newApp(a.Tree)
 	n.AppMeta, n.AppRollout, n.Health, n.parents = a.AppMeta, a.AppRollout, a.Health, a.parents
 	n.Revision, n.TreeRevision = a.Revision, a.TreeRevision
-	n.ResourceVersion, n.Removed = a.ResourceVersion, a.Removed
+	n.ResourceVersion, n.Removed, n.Unreachable = a.ResourceVersion, a.Removed, a.Unreachable
 	return n
 }
 

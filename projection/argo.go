@@ -64,6 +64,15 @@ type ApplicationStatus struct {
 	History        []RevisionHistory  `json:"history"`
 	Resources      []ResourceStatus   `json:"resources"`
 	OperationState *OperationState    `json:"operationState,omitempty"`
+	// Conditions are set only when the App's cluster does not answer.
+	Conditions []ApplicationCondition `json:"conditions,omitempty"`
+}
+
+// ApplicationCondition is an entry of status.conditions.
+type ApplicationCondition struct {
+	Type               string `json:"type"`
+	Message            string `json:"message"`
+	LastTransitionTime string `json:"lastTransitionTime,omitempty"`
 }
 
 // SyncStatus is status.sync.
@@ -234,6 +243,7 @@ func (a *App) Application() Application {
 			Summary: ApplicationSummary{Images: nonNil(a.Images), ExternalURLs: a.Endpoints},
 		},
 	}
+	app.Status.Conditions = a.conditions()
 	if a.ResourceVersion != 0 {
 		app.Metadata.ResourceVersion = strconv.FormatUint(a.ResourceVersion, 10)
 	}

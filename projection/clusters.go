@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -128,4 +129,50 @@ func IsNamespace(q string) bool {
 		return false
 	}
 	return !qualified || len(validation.IsDNS1123Label(cluster)) == 0
+}
+
+// foldUnreachable records since when cluster c has not answered (0: it
+// answers) and derives its App rows again, which carry the condition.
+func (s *Store) foldUnreachable(c int, since int64) error {
+	if c < 0 || c > len(s.cfg.Clusters) {
+		return fmt.Errorf("cluster %d: %w", c, ErrRejected)
+	}
+	if s.unreachable[c] == since {
+		return nil
+	}
+	if since == 0 {
+		delete(s.unreachable, c)
+	} else {
+		if s.unreachable == nil {
+			s.unreachable = map[int]int64{}
+		}
+		s.unreachable[c] = since
+	}
+	for k, r := range s.rows {
+		if s.clusterIndex(k.Namespace) == c {
+			s.markFull(r)
+		}
+	}
+	return nil
+}
+
+// unreachableSince is since when the cluster of a qualified namespace has
+// not answered; 0 while it answers.
+func (s *Store) unreachableSince(q string) int64 {
+	if len(s.unreachable) == 0 {
+		return 0
+	}
+	return s.unreachable[s.clusterIndex(q)]
+}
+
+// conditions are the row's status.conditions: one when its cluster does
+// not answer.
+func (a *App) conditions() []ApplicationCondition {
+	if a.Unreachable == 0 || a.cfg == nil {
+		return nil
+	}
+	name, _ := a.cfg.Cluster(a.ClusterIndex())
+	at := Timestamp(a.Unreachable)
+	return []ApplicationCondition{{Type: "ComparisonError", LastTransitionTime: at,
+		Message: "cluster " + name + " has not answered since " + at + ": the application shows its last known state"}}
 }

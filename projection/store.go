@@ -17,6 +17,10 @@ const (
 	// Delete removes an object. Only the Object's key (kind, namespace,
 	// name) is read.
 	Delete
+	// Unreachable says since when a cluster's API server has not answered
+	// (Change.Since, Unix seconds; 0: it answers again): the Apps of
+	// Change.Cluster carry a condition naming it. It has no Object.
+	Unreachable
 )
 
 func (o Op) String() string {
@@ -25,6 +29,8 @@ func (o Op) String() string {
 		return "upsert"
 	case Delete:
 		return "delete"
+	case Unreachable:
+		return "unreachable"
 	}
 	return "invalid"
 }
@@ -33,6 +39,9 @@ func (o Op) String() string {
 type Change struct {
 	Op     Op
 	Object *Object
+	// Cluster and Since are an Unreachable change's.
+	Cluster int
+	Since   int64
 }
 
 // EventType is the Argo CD watch event type of a Delta.
@@ -115,6 +124,9 @@ type Store struct {
 	queue      []*appRow
 	dirtySites map[string]struct{} // namespaces
 	dirtyCDs   map[AppKey]struct{}
+	// unreachable is, by cluster index, since when (Unix seconds) its API
+	// server has not answered; absent while it answers.
+	unreachable map[int]int64
 	projects   bool // an AppProject changed
 }
 
@@ -233,6 +245,9 @@ func (s *Store) Apply(changes ...Change) ([]Delta, error) {
 
 // fold records one change in the object store and marks what it affects.
 func (s *Store) fold(c Change) error {
+	if c.Op == Unreachable {
+		return s.foldUnreachable(c.Cluster, c.Since)
+	}
 	o := c.Object
 	if o == nil {
 		return errors.New("change without object")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/handlers"
@@ -133,6 +134,32 @@ func (f *clusterSet) listedAt(names []string) projection.Position {
 		}
 	}
 	return p
+}
+
+// reportUnreachable tells the projection, through the feed, when a
+// cluster's API server stops or starts answering again (looked at each
+// second): the cluster's Apps carry a condition while it does not.
+func (f *clusterSet) reportUnreachable(ctx context.Context, feed *cluster.Feed) {
+	last := make([]int64, len(f.watchers))
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for i, w := range f.watchers {
+			var since int64
+			if at := w.Status().FailedSince; !at.IsZero() {
+				since = at.Unix()
+			}
+			if since != last[i] {
+				last[i] = since
+				feed.Push(projection.Change{Op: projection.Unreachable, Cluster: i, Since: since})
+			}
+		}
+	}
 }
 
 // watcher is the watcher of a qualified namespace's cluster and the

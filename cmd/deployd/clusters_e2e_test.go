@@ -430,8 +430,24 @@ func TestTwoClusters(t *testing.T) {
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
-		if code, body := d.do(http.MethodGet, "/api/v1/applications", d.admin, ""); code != http.StatusOK || len(appKeys(t, body)) != 5 {
+		code, body := d.do(http.MethodGet, "/api/v1/applications", d.admin, "")
+		if code != http.StatusOK || len(appKeys(t, body)) != 5 {
 			t.Errorf("while staging is down the list holds %d Apps (%d), want 5", len(appKeys(t, body)), code)
+		}
+		// Staging's Apps carry a condition naming it and since when; the
+		// other cluster's do not.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			_, body = d.do(http.MethodGet, "/api/v1/applications/shop?appNamespace=tenant-globex.staging", d.admin, "")
+			if strings.Contains(body, `"conditions":[{"type":"ComparisonError","message":"cluster staging has not answered since `) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("staging's shop carries no condition: %.800s", body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, body := d.do(http.MethodGet, "/api/v1/applications/web?appNamespace=tenant-acme", d.admin, ""); strings.Contains(body, `"conditions"`) {
+			t.Errorf("in-cluster's web carries a condition: %.500s", body)
 		}
 		before := live.lastID()
 
@@ -457,7 +473,8 @@ func TestTwoClusters(t *testing.T) {
 		deadline = time.Now().Add(45 * time.Second)
 		for {
 			_, body := d.do(http.MethodGet, "/api/v1/clusters", d.admin, "")
-			if strings.Count(body, `"status":"Successful"`) == 2 {
+			_, app := d.do(http.MethodGet, "/api/v1/applications/shop?appNamespace=tenant-globex.staging", d.admin, "")
+			if strings.Count(body, `"status":"Successful"`) == 2 && !strings.Contains(app, `"conditions"`) {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -172,6 +172,9 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	for _, w := range p.cfg.Others {
 		wg.Go(func() { w.Run(ctx) })
 	}
+	if p.clusters.several() {
+		wg.Go(func() { p.clusters.reportUnreachable(ctx, p.cfg.Feed) })
+	}
 	go func() { defer wg.Done(); p.cfg.Feed.Run(ctx, p.store, p.publish, p.cfg.Log) }()
 	wg.Go(func() { p.markSynced(ctx) })
 
