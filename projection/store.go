@@ -127,7 +127,7 @@ type Store struct {
 	// unreachable is, by cluster index, since when (Unix seconds) its API
 	// server has not answered; absent while it answers.
 	unreachable map[int]int64
-	projects   bool // an AppProject changed
+	projects    bool // an AppProject changed
 }
 
 type nsName struct{ namespace, name string }
