@@ -131,6 +131,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descClusterObjects, float64(objects), c.src.ClusterServer)
 		gauge(descClusterAPIs, float64(cl.KindsServed), c.src.ClusterServer)
 	}
+	if c.src.Others != nil {
+		for _, cl := range c.src.Others() {
+			objects := 0
+			for _, k := range cl.Kinds {
+				objects += k.Objects
+			}
+			gauge(descClusterInfo, 1, cl.Server, cl.K8sVersion, cl.Name)
+			gauge(descClusterObjects, float64(objects), cl.Server)
+			gauge(descClusterAPIs, float64(cl.KindsServed), cl.Server)
+		}
+	}
 	if c.src.Hub != nil {
 		st := c.src.Hub()
 		gauge(descSubscribers, float64(st.Subscribers), "applications")

@@ -30,6 +30,9 @@ type Sources struct {
 	// ClusterServer and ClusterName label argocd_cluster_* (the server is
 	// the one spec.destination.server names).
 	ClusterServer, ClusterName string
+	// Others are the other clusters' states, each with its Server and
+	// Name (argocd_cluster_* has a series per cluster); nil with one.
+	Others func() []Cluster
 	// Engine is the engine's state and whether this replica runs it; nil
 	// when the engine is disabled.
 	Engine func() (st gitops.EngineStatus, leading bool)
@@ -47,6 +50,9 @@ type Cluster struct {
 	// K8sVersion is the API server's version, "" when unknown.
 	K8sVersion string
 	Kinds      []Kind
+	// Server and Name label another cluster's argocd_cluster_* series
+	// (Sources.Others); the first's are Sources'.
+	Server, Name string
 }
 
 // Kind is one registry kind's counters.

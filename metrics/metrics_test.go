@@ -305,3 +305,27 @@ func TestEngineStateGauges(t *testing.T) {
 		t.Errorf("without an engine: %v", f)
 	}
 }
+
+// TestClusterSeriesPerCluster: with several clusters, argocd_cluster_info
+// has a series for each, labelled with its server and name.
+func TestClusterSeriesPerCluster(t *testing.T) {
+	m := New(Sources{
+		Cluster:       func() Cluster { return Cluster{Ready: true, K8sVersion: "v1.37.2"} },
+		ClusterServer: "https://kubernetes.default.svc", ClusterName: "in-cluster",
+		Others: func() []Cluster {
+			return []Cluster{{K8sVersion: "v1.36.1", Server: "https://staging:6443", Name: "staging", KindsServed: 3,
+				Kinds: []Kind{{Name: "App", Objects: 4}}}}
+		},
+	})
+	got := map[string]string{}
+	for _, s := range scrape(t, m)["argocd_cluster_info"].GetMetric() {
+		labels := map[string]string{}
+		for _, lp := range s.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		got[labels["name"]] = labels["server"] + " " + labels["k8s_version"]
+	}
+	if len(got) != 2 || got["in-cluster"] != "https://kubernetes.default.svc v1.37.2" || got["staging"] != "https://staging:6443 v1.36.1" {
+		t.Errorf("argocd_cluster_info: %v", got)
+	}
+}

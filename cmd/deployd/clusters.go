@@ -12,6 +12,7 @@ import (
 
 	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/handlers"
+	"github.com/hanzoai/deploy/metrics"
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
 )
@@ -134,6 +135,23 @@ func (f *clusterSet) listedAt(names []string) projection.Position {
 		}
 	}
 	return p
+}
+
+// otherMetrics reads the other clusters' states for the metrics; nil with
+// one cluster.
+func (f *clusterSet) otherMetrics(feed *cluster.Feed) func() []metrics.Cluster {
+	if !f.several() {
+		return nil
+	}
+	return func() []metrics.Cluster {
+		out := make([]metrics.Cluster, 0, len(f.watchers)-1)
+		for i, w := range f.watchers[1:] {
+			cl := clusterMetrics(w, feed)()
+			cl.Server, cl.Name = f.servers[i+1], f.names[i+1]
+			out = append(out, cl)
+		}
+		return out
+	}
 }
 
 // reportUnreachable tells the projection, through the feed, when a

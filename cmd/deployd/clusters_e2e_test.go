@@ -31,6 +31,7 @@ import (
 type twoClusterDeployd struct {
 	t           *testing.T
 	base        string
+	metrics     string // the metrics listener's base URL
 	logs        *authtest.LogBuffer
 	admin, acme string
 }
@@ -47,10 +48,15 @@ func startClusterDeployd(t *testing.T, home *clustertest.Cluster, clustersFile s
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, maddr := ln.Addr().String(), mln.Addr().String()
 	ln.Close()
-	d := &twoClusterDeployd{t: t, base: "http://" + addr, logs: &authtest.LogBuffer{}}
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--metrics-listen=", "--kubeconfig", home.Kubeconfig)
+	mln.Close()
+	d := &twoClusterDeployd{t: t, base: "http://" + addr, metrics: "http://" + maddr, logs: &authtest.LogBuffer{}}
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--metrics-listen", maddr, "--kubeconfig", home.Kubeconfig)
 	cmd.Env = append(os.Environ(), "LOG_LEVEL=info", "DEPLOY_PUBLIC_URL="+d.base, "DEPLOY_ENGINE_ENABLED=false",
 		"DEPLOY_CLUSTERS_FILE="+file,
 		"IAM_ENDPOINT="+m.Issuer(), "DEPLOY_IAM_CLIENT_ID="+m.ClientID, "DEPLOY_IAM_CLIENT_SECRET="+m.ClientSecret)
@@ -347,6 +353,30 @@ func TestTwoClusters(t *testing.T) {
 				it.Info.ConnectionState.Status != "Successful" || it.Info.ServerVersion == "" {
 				t.Errorf("cluster %d: %+v, want %s at %s with %d Apps, Successful", i, it, want.name, want.server, want.apps)
 			}
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		resp, err := http.Get(d.metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var info, apps []string
+		for line := range strings.Lines(string(b)) {
+			if strings.HasPrefix(line, "argocd_cluster_info{") {
+				info = append(info, line)
+			}
+			if strings.HasPrefix(line, "argocd_app_info{") && strings.Contains(line, `name="iam"`) {
+				apps = append(apps, line)
+			}
+		}
+		if len(info) != 2 || !strings.Contains(strings.Join(info, ""), `name="staging",server="`+staging.URL()+`"`) {
+			t.Errorf("argocd_cluster_info: %v", info)
+		}
+		if len(apps) != 2 || !strings.Contains(strings.Join(apps, ""), `dest_server="`+staging.URL()+`"`) {
+			t.Errorf("argocd_app_info of the two iam: %v", apps)
 		}
 	})
 

@@ -106,6 +106,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		ClusterServer: cfg.Projection.ClusterServer,
 		ClusterName:   cfg.ClusterName,
 		Engine:        engineGauges(cfg.Engine),
+		Others:        p.clusters.otherMetrics(cfg.Feed),
 	})
 	cfg.Feed.OnBatch = func(b cluster.Batch) { p.metrics.Batch(b.Size, b.Fold, b.Wait) }
 	if hook, ok := cfg.Engine.(interface {
