@@ -202,6 +202,7 @@ type cliApp struct {
 		Destination struct {
 			Server    string `json:"server"`
 			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
 		} `json:"destination"`
 	} `json:"spec"`
 	Status struct {
@@ -275,12 +276,12 @@ func runApp(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
 	ns := fs.String("app-namespace", "", "the application's namespace, when its name is not unique")
-	var project, selector, revision *string
+	var project, selector, revision, clusterName *string
 	var follow, health, synced *bool
 	var tail *int
 	var timeout *time.Duration
 	example := map[string]string{
-		"list":     "deployd app list --project default -l hanzo.ai/org=acme -o wide",
+		"list":     "deployd app list --project default -l hanzo.ai/org=acme --cluster staging -o wide",
 		"get":      "deployd app get iam --app-namespace hanzo -o yaml",
 		"history":  "deployd app history iam",
 		"sync":     "deployd app sync iam --app-namespace hanzo",
@@ -297,6 +298,7 @@ func runApp(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "list":
 		project = fs.String("project", "", "only these projects (comma-separated)")
 		selector = fs.String("l", "", "label selector, e.g. hanzo.ai/env=main")
+		clusterName = fs.String("cluster", "", "only the applications of this cluster (its name, as GET /api/v1/clusters lists it, or its server URL)")
 	case "rollback":
 		revision = fs.String("revision", "", "the release to roll back to: its tag (vX.Y.Z) or its history id")
 	case "logs":
@@ -324,7 +326,7 @@ func runApp(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if (sub == "list") != (name == "") {
 		if sub == "list" {
-			return fmt.Errorf("app list takes no name; filter with --project and -l")
+			return fmt.Errorf("app list takes no name; filter with --project, -l and --cluster")
 		}
 		return fmt.Errorf("app %s: name the application, e.g. %s", sub, example)
 	}
@@ -358,6 +360,11 @@ func runApp(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		raw, err := c.call(ctx, http.MethodGet, withQuery("/api/v1/applications"), nil, &list)
 		if err != nil {
 			return err
+		}
+		if *clusterName != "" {
+			if list.Items, raw, err = inCluster(ctx, c, *clusterName, list.Items, raw); err != nil {
+				return err
+			}
 		}
 		if out == "json" || out == "yaml" {
 			return printRaw(stdout, out, raw)
@@ -588,17 +595,66 @@ func (c *apiClient) wait(ctx context.Context, path string, health, synced bool, 
 	return failed("the stream ended; the last state: %s", last)
 }
 
+// inCluster keeps the applications of one cluster, named by its name or
+// its server URL: the items, and the list's raw answer rewritten to hold
+// only them. An application whose destination has no name (deployd reads
+// one cluster) is the cluster GET /api/v1/clusters lists. A cluster that
+// deployd does not read is an error that lists the ones it does.
+func inCluster(ctx context.Context, c *apiClient, name string, items []cliApp, raw []byte) ([]cliApp, []byte, error) {
+	var clusters struct {
+		Items []struct {
+			Name   string `json:"name"`
+			Server string `json:"server"`
+		} `json:"items"`
+	}
+	if _, err := c.call(ctx, http.MethodGet, "/api/v1/clusters", nil, &clusters); err != nil {
+		return nil, nil, err
+	}
+	var known []string
+	server := ""
+	for _, cl := range clusters.Items {
+		known = append(known, cl.Name)
+		if cl.Name == name || cl.Server == name {
+			name, server = cl.Name, cl.Server
+		}
+	}
+	if server == "" {
+		return nil, nil, fmt.Errorf("--cluster %q: deployd reads %s", name, strings.Join(known, ", "))
+	}
+	var whole struct {
+		APIVersion string            `json:"apiVersion,omitempty"`
+		Kind       string            `json:"kind,omitempty"`
+		Metadata   json.RawMessage   `json:"metadata"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &whole); err != nil || len(whole.Items) != len(items) {
+		return nil, nil, fmt.Errorf("the application list could not be read: %v", err)
+	}
+	var keep []cliApp
+	kept := []json.RawMessage{}
+	for i, a := range items {
+		d := a.Spec.Destination
+		if d.Name == name || (d.Name == "" && d.Server == server) {
+			keep = append(keep, a)
+			kept = append(kept, whole.Items[i])
+		}
+	}
+	whole.Items = kept
+	out, err := json.Marshal(whole)
+	return keep, out, err
+}
+
 func printApps(w io.Writer, apps []cliApp, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "NAME\tNAMESPACE\tPROJECT\tSYNC\tHEALTH\tREVISION"
 	if wide {
-		head += "\tDESTINATION\tIMAGES\tMESSAGE"
+		head += "\tCLUSTER\tDESTINATION\tIMAGES\tMESSAGE"
 	}
 	fmt.Fprintln(tw, head)
 	for _, a := range apps {
 		line := strings.Join([]string{a.Metadata.Name, a.Metadata.Namespace, a.Spec.Project, a.Status.Sync.Status, a.Status.Health.Status, orDash(shortCommit(a.Status.Sync.Revision))}, "\t")
 		if wide {
-			line += "\t" + orDash(a.Spec.Destination.Server) + "\t" + orDash(strings.Join(a.Status.Summary.Images, ",")) + "\t" + orDash(a.Status.Health.Message)
+			line += "\t" + orDash(a.Spec.Destination.Name) + "\t" + orDash(a.Spec.Destination.Server) + "\t" + orDash(strings.Join(a.Status.Summary.Images, ",")) + "\t" + orDash(a.Status.Health.Message)
 		}
 		fmt.Fprintln(tw, line)
 	}

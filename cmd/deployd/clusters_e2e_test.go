@@ -380,6 +380,28 @@ func TestTwoClusters(t *testing.T) {
 		}
 	})
 
+	t.Run("cli", func(t *testing.T) {
+		run := func(args ...string) (string, error) {
+			var stdout, stderr strings.Builder
+			err := runApp(t.Context(), append(args, "--server", d.base, "--token", d.admin), &stdout, &stderr)
+			return stdout.String() + stderr.String(), err
+		}
+		out, err := run("list", "--cluster", "staging", "-o", "json")
+		if err != nil {
+			t.Fatalf("app list --cluster staging: %v %s", err, out)
+		}
+		if got := appKeys(t, out); len(got) != 3 || got["hanzo.staging/iam"] == "" || got["hanzo/iam"] != "" {
+			t.Errorf("app list --cluster staging: %v", got)
+		}
+		out, err = run("list", "--cluster", "https://kubernetes.default.svc", "-o", "wide")
+		if err != nil || strings.Count(out, "in-cluster") != 2 || strings.Contains(out, "staging") {
+			t.Errorf("app list --cluster <first server> -o wide: %v\n%s", err, out)
+		}
+		if out, err := run("list", "--cluster", "nowhere"); err == nil || !strings.Contains(out+err.Error(), "deployd reads in-cluster, staging") {
+			t.Errorf("app list --cluster nowhere: %v %s", err, out)
+		}
+	})
+
 	t.Run("writes land on the App's cluster", func(t *testing.T) {
 		if code, body := d.do(http.MethodPost, "/api/v1/applications/iam/sync", d.admin, `{"appNamespace":"hanzo.staging"}`); code != http.StatusOK {
 			t.Fatalf("sync: %d %.300s", code, body)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,7 +227,7 @@ func (f *writeFixture) declare(tag string) {
 }
 
 // versions reads back what the cluster holds: the App's resourceVersion
-// and tag, and the Deployment's resourceVersion and image.
+// and tag, and the Deployment's generation and image.
 func (f *writeFixture) versions() string {
 	f.t.Helper()
 	app, err := f.c.Dynamic().Resource(projection.KindApp.GVR()).Namespace("hanzo").Get(f.t.Context(), "shop", metav1.GetOptions{})
@@ -238,7 +239,9 @@ func (f *writeFixture) versions() string {
 		f.t.Fatal(err)
 	}
 	tag, _, _ := unstructured.NestedString(app.Object, "spec", "image", "tag")
-	return app.GetResourceVersion() + "/" + tag + "/" + d.ResourceVersion + "/" + d.Spec.Template.Spec.Containers[0].Image
+	// The Deployment's generation, not its resourceVersion: the
+	// controllers write its status whenever they like.
+	return app.GetResourceVersion() + "/" + tag + "/" + strconv.FormatInt(d.Generation, 10) + "/" + d.Spec.Template.Spec.Containers[0].Image
 }
 
 // appState reads the Application through the API.
