@@ -22,6 +22,16 @@
 //   - Encoded forms are computed once per App version, by whichever reader
 //     needs them first, and shared by all readers after that.
 //
+// Several clusters (clusters.go): the first cluster's objects keep their
+// namespaces; another cluster's are folded with the namespace
+// "<namespace>.<cluster>" (QualifyNamespace). A namespace is a DNS label,
+// without a dot, so the first dot splits the two, and the name round-trips
+// through the Argo CD UI's URLs and ?appNamespace= unchanged; today's
+// links to the first cluster's Apps keep working. Each cluster has its own
+// namespace map (Config.Clusters), a tenant's namespace in another cluster
+// is "tenant-<org>.<cluster>", and a Position holds one resourceVersion
+// per cluster (vector.go).
+//
 // Files: store.go (Apply and the fold), store_owners.go (the owner index),
 // store_dirty.go (which rows a change marks), store_deltas.go (deriving the
 // marked rows and the deltas); derive.go (an App row), derive_tree.go,

@@ -49,9 +49,17 @@
 // comparator reads it as a number). Every replica folding the same
 // watches reaches the same positions, and a list's
 // metadata.resourceVersion is its snapshot's position, so "list, then
-// watch from its resourceVersion" works across replicas too. An id is one
-// decimal number. Why positions are not a process counter:
-// docs/decisions/0002-positions-are-the-clusters-resource-versions.md.
+// watch from its resourceVersion" works across replicas too. With one
+// cluster an id is one decimal number. Why positions are not a process
+// counter: docs/decisions/0002-positions-are-the-clusters-resource-versions.md.
+//
+// With several clusters a position is one resourceVersion per cluster
+// (projection.Position, written "<cluster>=<rv>,…"); the comparisons
+// below are part by part ("at or below M": every part at or below M's).
+// Replicas fold the clusters' changes interleaved in different orders, so
+// a record is seen at M when M's part of the record's own cluster is at
+// or past the record's; after replaying, the client's id moves past the
+// records skipped as seen (docs/decisions/0012).
 //
 // The deltas of one fold share its position: a batch. Only the last event
 // of a batch a view sees carries the id, so a client cut off within a
@@ -68,7 +76,7 @@
 //  2. If the ring covers M — the replica has synced, and M is at or above
 //     the ring's floor position — the changes after M are replayed from
 //     the ring (records of positions after M) and the stream goes live. A
-//     record of a position at or below M is never sent: the client has it.
+//     record seen at M is never sent: the client has it.
 //  3. Otherwise — M is older than this replica (it started after M), or
 //     than its ring, or the wait ran out — the replica proves what
 //     changed since M from the API server's history (History): the row

@@ -264,6 +264,9 @@ func (h fleetHistory) RowsAt(ctx context.Context, pos projection.Position) (*str
 func newOtherWatchers(entries []cluster.Entry, pcfg *projection.Config, feed *cluster.Feed, log *slog.Logger) ([]*cluster.Watcher, error) {
 	var out []*cluster.Watcher
 	for _, e := range entries {
+		if e.Engine != nil {
+			return nil, fmt.Errorf("%w: cluster %q: engine: an engine of its own for a cluster other than the first is not supported yet; remove engine (DEPLOY_ENGINE_* configures the first cluster's)", cluster.ErrClustersFile, e.Name)
+		}
 		rc, where, err := cluster.RESTConfig(e.Source())
 		if err != nil {
 			return nil, fmt.Errorf("%w: cluster %q: kubeconfig: %v", cluster.ErrClustersFile, e.Name, err)

@@ -68,4 +68,8 @@ func TestOtherWatchersBadKubeconfig(t *testing.T) {
 	if len(pcfg.Clusters) != 0 {
 		t.Errorf("a cluster was added: %v", pcfg.Clusters)
 	}
+	_, err = newOtherWatchers([]cluster.Entry{{Name: "staging", Kubeconfig: "/k", Engine: &cluster.EntryEngine{Repo: "r"}}}, &pcfg, cluster.NewFeed(), slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), `cluster "staging": engine: `) {
+		t.Errorf("an engine of its own: %v", err)
+	}
 }
