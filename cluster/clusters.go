@@ -73,6 +73,9 @@ func (e Entry) NamespaceMap(def projection.Namespaces) projection.Namespaces {
 	return ns
 }
 
+// MaxClusters bounds the clusters a file may add.
+const MaxClusters = 255
+
 // ErrClustersFile marks an error of the clusters file.
 var ErrClustersFile = errors.New("DEPLOY_CLUSTERS_FILE")
 
@@ -97,6 +100,9 @@ func ParseClusters(data []byte, first string) ([]Entry, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("%w: want a document `clusters:` holding a list of clusters, each with name and kubeconfig (%s)", ErrClustersFile, jsonReason(err))
+	}
+	if len(doc.Clusters) > MaxClusters {
+		return nil, fmt.Errorf("%w: %d clusters: at most %d besides the first", ErrClustersFile, len(doc.Clusters), MaxClusters)
 	}
 	seen := map[string]int{first: 0}
 	out := make([]Entry, 0, len(doc.Clusters))

@@ -58,9 +58,6 @@ type App struct {
 	*AppRollout
 
 	Health Health
-	// Unreachable is since when (Unix seconds) the row's cluster has not
-	// answered; 0 while it answers.
-	Unreachable int64
 
 	// Tree is the resource tree, root first. Shared read-only.
 	Tree []*NodeInfo
@@ -109,14 +106,18 @@ func sameOperation(a, b *SyncOp) bool {
 // AppMeta is what a row's root object (App, Middleware, CD Application)
 // says on its own.
 type AppMeta struct {
-	Row       RowKind
-	Namespace string
-	Name      string
-	UID       string
-	Env       string // main, test, dev (from the namespace map)
-	Org       string // the hanzo.ai/org label; the tenant
-	Project   string // app.kubernetes.io/part-of, or "default"
-	Created   int64  // Unix seconds
+	Row RowKind
+	// Unreachable is since when the row's cluster has not answered, in
+	// seconds after unreachableEpoch (0 while it answers): 32 bits, so the
+	// struct keeps its size.
+	Unreachable uint32
+	Namespace   string
+	Name        string
+	UID         string
+	Env         string // main, test, dev (from the namespace map)
+	Org         string // the hanzo.ai/org label; the tenant
+	Project     string // app.kubernetes.io/part-of, or "default"
+	Created     int64  // Unix seconds
 
 	Role       string
 	Repository string
@@ -337,7 +338,7 @@ func (a *App) next() *App {
 	n := newApp(a.Tree)
 	n.AppMeta, n.AppRollout, n.Health, n.parents = a.AppMeta, a.AppRollout, a.Health, a.parents
 	n.Revision, n.TreeRevision = a.Revision, a.TreeRevision
-	n.ResourceVersion, n.Removed, n.Unreachable = a.ResourceVersion, a.Removed, a.Unreachable
+	n.ResourceVersion, n.Removed = a.ResourceVersion, a.Removed
 	return n
 }
 

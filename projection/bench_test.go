@@ -240,12 +240,12 @@ func BenchmarkLoad(b *testing.B) {
 func BenchmarkList(b *testing.B) {
 	s := loadedStore(b, benchFleet(10_000))
 	snap := s.Snapshot()
-	AppendApplicationList(nil, At(snap.Revision), snap.Apps()) // encode every row once
+	AppendApplicationList(nil, snap.Position, snap.Apps()) // encode every row once
 	b.Run("full", func(b *testing.B) {
 		b.ReportAllocs()
 		var buf []byte
 		for i := 0; i < b.N; i++ {
-			buf = AppendApplicationList(buf[:0], At(snap.Revision), snap.Apps())
+			buf = AppendApplicationList(buf[:0], snap.Position, snap.Apps())
 		}
 		b.ReportMetric(float64(len(buf))/1e6, "MB/list")
 	})
@@ -257,7 +257,7 @@ func BenchmarkList(b *testing.B) {
 		b.ReportAllocs()
 		var buf []byte
 		for i := 0; i < b.N; i++ {
-			buf = AppendApplicationList(buf[:0], At(snap.Revision), slices.Values(snap.Tenant(TenantPrefix, "org002")))
+			buf = AppendApplicationList(buf[:0], snap.Position, slices.Values(snap.Tenant(TenantPrefix, "org002")))
 		}
 		b.ReportMetric(float64(len(buf))/1e6, "MB/list")
 	})

@@ -156,13 +156,21 @@ func (s *Store) foldUnreachable(c int, since int64) error {
 	return nil
 }
 
+// unreachableEpoch is where AppMeta.Unreachable counts from: 2025-01-01
+// UTC (32 bits of seconds last until 2161).
+const unreachableEpoch = 1_735_689_600
+
 // unreachableSince is since when the cluster of a qualified namespace has
-// not answered; 0 while it answers.
-func (s *Store) unreachableSince(q string) int64 {
+// not answered, as AppMeta.Unreachable counts; 0 while it answers.
+func (s *Store) unreachableSince(q string) uint32 {
 	if len(s.unreachable) == 0 {
 		return 0
 	}
-	return s.unreachable[s.clusterIndex(q)]
+	at := s.unreachable[s.clusterIndex(q)]
+	if at == 0 {
+		return 0
+	}
+	return uint32(max(at-unreachableEpoch, 1))
 }
 
 // conditions are the row's status.conditions: one when its cluster does
@@ -172,7 +180,7 @@ func (a *App) conditions() []ApplicationCondition {
 		return nil
 	}
 	name, _ := a.cfg.Cluster(a.ClusterIndex())
-	at := Timestamp(a.Unreachable)
+	at := Timestamp(unreachableEpoch + int64(a.Unreachable))
 	return []ApplicationCondition{{Type: "ComparisonError", LastTransitionTime: at,
 		Message: "cluster " + name + " has not answered since " + at + ": the application shows its last known state"}}
 }

@@ -339,7 +339,7 @@ func TestEncodedFormsHandedOn(t *testing.T) {
 // App.next copies every field but the encoded forms: a field added to App
 // and not to next fails here.
 func TestAppNext(t *testing.T) {
-	a := &App{AppMeta: &AppMeta{}, AppRollout: &AppRollout{}, Health: Health{Status: HealthDegraded}, Tree: []*NodeInfo{{}}, parents: rootOnly, Revision: 3, TreeRevision: 4, ResourceVersion: 5, Removed: 6, Unreachable: 7}
+	a := &App{AppMeta: &AppMeta{}, AppRollout: &AppRollout{}, Health: Health{Status: HealthDegraded}, Tree: []*NodeInfo{{}}, parents: rootOnly, Revision: 3, TreeRevision: 4, ResourceVersion: 5, Removed: 6}
 	b := []byte("{}")
 	a.argo.p.Store(&b)
 	a.tree.p.Store(&b)

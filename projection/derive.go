@@ -61,7 +61,6 @@ func (s *Store) summarize(tree []*NodeInfo, parents []int32, old *App) *App {
 		ro.Running = runningVersion(workload.Obj, spec.Repository)
 	}
 	ro.Sync = SyncOf(a.Declared, ro.Running)
-	a.Unreachable = s.unreachableSince(ao.Namespace)
 	a.Health = appHealth(tree, prev.Health)
 	ro.Images = s.treeImages(tree, prev.Images)
 	ro.Endpoints = appEndpoints(spec, tree)
@@ -105,6 +104,7 @@ func (s *Store) appMeta(ao *Object, spec *AppSpec, prev *AppMeta) *AppMeta {
 		Engine:     spec.Engine,
 		cfg:        &s.cfg,
 	}
+	meta.Unreachable = s.unreachableSince(ao.Namespace)
 	if prev != nil && sameMeta(meta, prev) {
 		return prev
 	}

@@ -276,7 +276,7 @@ func (s *Store) deriveCD(k AppKey) *App {
 // sameApplication reports whether two versions of a row encode to the same
 // Application (revision aside).
 func sameApplication(a, b *App) bool {
-	if !sameMeta(a.AppMeta, b.AppMeta) || !sameRollout(a.AppRollout, b.AppRollout) || a.Health != b.Health || a.Unreachable != b.Unreachable {
+	if !sameMeta(a.AppMeta, b.AppMeta) || !sameRollout(a.AppRollout, b.AppRollout) || a.Health != b.Health {
 		return false
 	}
 	// status.resources: the depth-1 nodes, their identity, creation and

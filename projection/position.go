@@ -42,22 +42,24 @@ func (a *App) TreeDigest() uint64 {
 // ETag is the entity tag of the row's Application: its resourceVersion
 // (as a position of its own cluster) and its digest, the same on every
 // replica for the same answer.
-func (a *App) ETag() string { return versionTag(a.position(), a.ApplicationDigest()) }
+func (a *App) ETag() string { return a.versionTag(a.ApplicationDigest()) }
 
 // TreeETag is the entity tag of the row's ApplicationTree.
-func (a *App) TreeETag() string { return versionTag(a.position(), a.TreeDigest()) }
+func (a *App) TreeETag() string { return a.versionTag(a.TreeDigest()) }
 
-// position is the row's resourceVersion as a position: its cluster's part.
-func (a *App) position() Position {
+// versionTag is the row's resourceVersion, written as a position of its
+// own cluster, and digest.
+func (a *App) versionTag(digest uint64) string {
+	b := make([]byte, 0, 40)
 	if a.cfg == nil || len(a.cfg.Clusters) == 0 {
-		return At(a.ResourceVersion)
+		b = strconv.AppendUint(b, a.ResourceVersion, 10)
+	} else {
+		b = ZeroPosition(a.cfg.ClusterNames()).With(a.ClusterIndex(), a.ResourceVersion).Append(b)
 	}
-	return ZeroPosition(a.cfg.ClusterNames()).With(a.ClusterIndex(), a.ResourceVersion)
+	return appendDigest(b, digest)
 }
 
-func versionTag(p Position, digest uint64) string {
-	b := make([]byte, 0, 40)
-	b = p.Append(b)
+func appendDigest(b []byte, digest uint64) string {
 	b = append(b, '-')
 	b = strconv.AppendUint(b, digest, 36)
 	return string(b)
@@ -66,7 +68,9 @@ func versionTag(p Position, digest uint64) string {
 // ListTag is the entity tag of a list at position pos whose rows' digests
 // fold into digest (FoldDigest): the same on every replica for the same
 // answer. Its position is what precedes the last '-'.
-func ListTag(pos Position, digest uint64) string { return versionTag(pos, digest) }
+func ListTag(pos Position, digest uint64) string {
+	return appendDigest(pos.Append(make([]byte, 0, 40)), digest)
+}
 
 // FoldDigest folds a row's Application digest into a list's: equal lists
 // of rows, in the same order, have equal digests.

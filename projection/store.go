@@ -61,17 +61,17 @@ type Delta struct {
 	// Position is the snapshot's Position after the Apply that made the
 	// Delta: every Delta of one Apply shares it.
 	Position Position
-	// Cluster is the index of the row's cluster (0: the first): its part
-	// of Position is the row's own position.
-	Cluster int
-	Key     AppKey
-	Old     *App // nil for Added
-	New     *App // nil for Deleted
-	Row     RowKind
+	Key      AppKey
+	Old      *App // nil for Added
+	New      *App // nil for Deleted
+	Row      RowKind
 	// AppChanged: the Application (list/detail/stream form) changed.
 	// TreeChanged: the resource tree changed. A Delta has at least one.
 	AppChanged  bool
 	TreeChanged bool
+	// Cluster is the index of the row's cluster (0: the first): its part
+	// of Position is the row's own position.
+	Cluster uint16
 }
 
 // Type is the Delta's watch event type: Added without an old version,
@@ -96,7 +96,10 @@ type Store struct {
 	snap atomic.Pointer[Snapshot]
 	rev  uint64
 	pos  Position // the newest resourceVersion folded of each cluster (Snapshot.Position)
-	gen  uint64   // derivation generation, for entry.mark
+	// rvs are pos's parts as the fold moves them; pos is made of them
+	// once per Apply.
+	rvs []uint64
+	gen uint64 // derivation generation, for entry.mark
 
 	objects map[ObjectKey]*entry
 	// nsNames holds one copy of each watched namespace's name: keys built
@@ -190,6 +193,7 @@ func NewStore(cfg Config) *Store {
 		cfg:         cfg,
 		rev:         cfg.BaseRevision,
 		pos:         ZeroPosition(cfg.ClusterNames()),
+		rvs:         make([]uint64, 1+len(cfg.Clusters)),
 		objects:     make(map[ObjectKey]*entry),
 		nsNames:     make(map[string]string),
 		byUID:       make(map[string]*entry),
@@ -227,11 +231,17 @@ func (s *Store) Apply(changes ...Change) ([]Delta, error) {
 			rejected = append(rejected, err)
 		}
 	}
+	for i, rv := range s.rvs {
+		if rv != s.pos.Of(i) {
+			s.pos = positionOf(s.cfg.names, s.rvs)
+			break
+		}
+	}
 	deltas := s.derive()
 	for i := range deltas {
 		deltas[i].Position = s.pos
 		if len(s.cfg.Clusters) > 0 {
-			deltas[i].Cluster = s.clusterIndex(deltas[i].Key.Namespace)
+			deltas[i].Cluster = uint16(s.clusterIndex(deltas[i].Key.Namespace))
 		}
 	}
 	if len(deltas) > 0 || s.projects || !s.pos.Equal(s.snap.Load().Position) {
@@ -256,8 +266,8 @@ func (s *Store) fold(c Change) error {
 		return fmt.Errorf("%s %s/%s: %w", o.Kind, o.Namespace, o.Name, ErrUnknownKind)
 	}
 	if c, _, ok := s.cfg.ClusterOf(o.Namespace); ok {
-		if rv := ParseResourceVersion(o.ResourceVersion); rv > s.pos.Of(c) {
-			s.pos = s.pos.With(c, rv)
+		if rv := ParseResourceVersion(o.ResourceVersion); rv > s.rvs[c] {
+			s.rvs[c] = rv
 		}
 	}
 	key := ObjectKey{o.Kind, o.Namespace, o.Name}

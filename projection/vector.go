@@ -16,18 +16,32 @@ import (
 // Position is the start of every cluster. A Position is a value; its parts
 // are never modified once made.
 type Position struct {
-	first uint64    // the first cluster's
-	more  *otherPos // the other clusters'; nil with one cluster
+	v *posVec // nil: the start of every cluster
 }
 
-// otherPos holds the parts of the clusters after the first.
-type otherPos struct {
-	names []string // every cluster's name, the first's first; shared
-	rv    []uint64 // by cluster index - 1
+// posVec holds a position's parts. One cluster's is one allocation.
+type posVec struct {
+	names []string // every cluster's name, the first's first; nil with one
+	rv    []uint64 // by cluster index
+	one   [1]uint64
+}
+
+func newPosVec(names []string) *posVec {
+	v := &posVec{names: names}
+	if len(names) <= 1 {
+		v.names, v.rv = nil, v.one[:]
+	} else {
+		v.rv = make([]uint64, len(names))
+	}
+	return v
 }
 
 // At returns a single cluster's position: the first cluster's rv.
-func At(rv uint64) Position { return Position{first: rv} }
+func At(rv uint64) Position {
+	v := newPosVec(nil)
+	v.rv[0] = rv
+	return Position{v}
+}
 
 // ZeroPosition is the start of every cluster of names (the clusters'
 // names, the first's first; nil or one name for one cluster).
@@ -35,58 +49,70 @@ func ZeroPosition(names []string) Position {
 	if len(names) <= 1 {
 		return Position{}
 	}
-	return Position{more: &otherPos{names: names, rv: make([]uint64, len(names)-1)}}
+	return Position{newPosVec(names)}
+}
+
+// positionOf is the position of the parts rvs (copied), of the clusters
+// of names.
+func positionOf(names []string, rvs []uint64) Position {
+	v := newPosVec(names)
+	copy(v.rv, rvs)
+	return Position{v}
 }
 
 // Of is cluster i's part.
 func (p Position) Of(i int) uint64 {
-	if i == 0 {
-		return p.first
-	}
-	if p.more == nil || i > len(p.more.rv) {
+	if p.v == nil || i < 0 || i >= len(p.v.rv) {
 		return 0
 	}
-	return p.more.rv[i-1]
+	return p.v.rv[i]
 }
 
 // First is the first cluster's part.
-func (p Position) First() uint64 { return p.first }
+func (p Position) First() uint64 { return p.Of(0) }
 
-// With returns p with cluster i's part set to rv; p is not modified.
-func (p Position) With(i int, rv uint64) Position {
-	if i == 0 {
-		p.first = rv
-		return p
+// names are the clusters' names (nil with one cluster).
+func (p Position) names() []string {
+	if p.v == nil {
+		return nil
 	}
-	if p.more == nil || i > len(p.more.rv) || p.more.rv[i-1] == rv {
-		return p
-	}
-	rvs := append([]uint64(nil), p.more.rv...)
-	rvs[i-1] = rv
-	p.more = &otherPos{names: p.more.names, rv: rvs}
-	return p
+	return p.v.names
 }
 
-// Only is the position holding cluster i's part of p and zero elsewhere:
-// a row's own position.
-func (p Position) Only(i int, rv uint64) Position {
-	if p.more == nil {
-		return Position{first: rv}
+// parts is how many parts p holds.
+func (p Position) parts() int {
+	if p.v == nil {
+		return 0
 	}
-	return ZeroPosition(p.more.names).With(i, rv)
+	return len(p.v.rv)
+}
+
+// With returns p with cluster i's part set to rv; p is not modified. A
+// zero Position takes the single-cluster form unless i > 0 (then it holds
+// nothing of that cluster: make it with ZeroPosition).
+func (p Position) With(i int, rv uint64) Position {
+	if p.Of(i) == rv && (i < p.parts() || rv == 0) {
+		return p
+	}
+	if i >= max(p.parts(), 1) {
+		return p
+	}
+	v := newPosVec(p.names())
+	if p.v != nil {
+		copy(v.rv, p.v.rv)
+	}
+	v.rv[i] = rv
+	return Position{v}
 }
 
 // Covers reports whether p is at or past q in every cluster: a client at p
 // has seen everything up to q.
 func (p Position) Covers(q Position) bool {
-	if q.first > p.first {
-		return false
-	}
-	if q.more == nil {
+	if q.v == nil || p.v == q.v {
 		return true
 	}
-	for i, rv := range q.more.rv {
-		if rv > p.Of(i+1) {
+	for i, rv := range q.v.rv {
+		if rv > p.Of(i) {
 			return false
 		}
 	}
@@ -95,44 +121,27 @@ func (p Position) Covers(q Position) bool {
 
 // Max is the newest of p and q in every part.
 func (p Position) Max(q Position) Position {
-	if p.more == q.more || q.more == nil || p.more == nil {
-		p.first = max(p.first, q.first)
-		if p.more == nil {
-			p.more = q.more
-		}
-		if p.more == q.more || q.more == nil {
-			return p
-		}
-	}
-	if p.Covers(q) {
+	switch {
+	case p.Covers(q):
 		return p
-	}
-	if q.Covers(p) {
+	case q.Covers(p):
 		return q
 	}
-	p.first = max(p.first, q.first)
-	if q.more == nil {
-		return p
+	names := p.names()
+	if len(q.names()) > len(names) {
+		names = q.names()
 	}
-	if p.more == nil {
-		p.more = q.more
-		return p
+	v := newPosVec(names)
+	for i := range v.rv {
+		v.rv[i] = max(p.Of(i), q.Of(i))
 	}
-	for i, rv := range q.more.rv {
-		if rv > p.Of(i+1) {
-			p = p.With(i+1, rv)
-		}
-	}
-	return p
+	return Position{v}
 }
 
 // IsZero reports whether no cluster has a part.
 func (p Position) IsZero() bool {
-	if p.first != 0 {
-		return false
-	}
-	if p.more != nil {
-		for _, rv := range p.more.rv {
+	if p.v != nil {
+		for _, rv := range p.v.rv {
 			if rv != 0 {
 				return false
 			}
@@ -146,10 +155,11 @@ func (p Position) Equal(q Position) bool { return p.Covers(q) && q.Covers(p) }
 
 // Append appends the position's written form to b.
 func (p Position) Append(b []byte) []byte {
-	if p.more == nil {
-		return strconv.AppendUint(b, p.first, 10)
+	names := p.names()
+	if names == nil {
+		return strconv.AppendUint(b, p.First(), 10)
 	}
-	for i, name := range p.more.names {
+	for i, name := range names {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -187,6 +197,9 @@ func ParsePosition(s string, names []string) (Position, error) {
 		if err != nil {
 			return zero, err
 		}
+		if len(names) <= 1 {
+			return At(rv), nil
+		}
 		return zero.With(0, rv), nil
 	}
 	p := zero
@@ -201,7 +214,7 @@ func ParsePosition(s string, names []string) (Position, error) {
 		}
 		if len(names) <= 1 {
 			if len(names) == 0 || names[0] == name {
-				p.first = rv
+				p = At(rv)
 			}
 			continue
 		}

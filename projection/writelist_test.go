@@ -13,16 +13,16 @@ import (
 func TestWriteApplicationListReusesItsBuffer(t *testing.T) {
 	s := loadedStore(t, benchFleet(200))
 	snap := s.Snapshot()
-	want := AppendApplicationList(nil, At(snap.Revision), snap.Apps())
+	want := AppendApplicationList(nil, snap.Position, snap.Apps())
 	var got bytes.Buffer
-	if err := WriteApplicationList(&got, At(snap.Revision), snap.Apps()); err != nil {
+	if err := WriteApplicationList(&got, snap.Position, snap.Apps()); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Fatal("WriteApplicationList wrote other bytes than AppendApplicationList appends")
 	}
 	allocs := testing.AllocsPerRun(100, func() {
-		_ = WriteApplicationList(io.Discard, At(snap.Revision), snap.Apps())
+		_ = WriteApplicationList(io.Discard, snap.Position, snap.Apps())
 	})
 	if allocs > 2 {
 		t.Fatalf("%.0f allocations a list, want at most 2 (the iterator's)", allocs)

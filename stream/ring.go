@@ -12,7 +12,7 @@ import (
 type record struct {
 	rev        uint64              // this process's revision (contiguous in the ring)
 	pos        projection.Position // the clusters' position of the Apply that made it (the event id)
-	cluster    int                 // the row's cluster: pos's part of it is the record's own
+	cluster    uint16              // the row's cluster: pos's part of it is the record's own
 	at         int64               // Unix nanoseconds when the hub took it in
 	key        projection.AppKey
 	row        projection.RowKind
@@ -52,7 +52,7 @@ func newRecord(d *projection.Delta, at int64) *record {
 // Exact across replicas, which fold the clusters' changes interleaved in
 // different orders but each cluster's in its own order.
 func (rec *record) seenAt(p projection.Position) bool {
-	return rec.pos.Of(rec.cluster) <= p.Of(rec.cluster)
+	return rec.pos.Of(int(rec.cluster)) <= p.Of(int(rec.cluster))
 }
 
 func attrsOf(a *projection.App) rowAttrs {
