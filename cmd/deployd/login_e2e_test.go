@@ -106,7 +106,10 @@ func TestLoginWithHydra(t *testing.T) {
 	c := clustertest.Start(t)
 	h := hydratest.Start(t)
 	web := h.CreateClient(t, hydratest.ClientOptions{})
-	const lifespan = 15 * time.Second
+	// Commands refresh a token 10 s before it expires: the lifespan leaves
+	// the sign-in and the first command a margin beyond that, on a loaded
+	// machine too.
+	const lifespan = 40 * time.Second
 	cli := h.CreateClient(t, hydratest.ClientOptions{Public: true, RedirectURIs: []string{auth.CLIRedirectURI}, TokenLifespan: lifespan})
 	env := startPlaneWith(t, c.Config, func(pc *planeConfig) {
 		pc.Auth.Issuer, pc.Auth.ClientID, pc.Auth.ClientSecret, pc.Auth.CLIClientID = h.Issuer, web.ID, web.Secret, cli.ID
