@@ -28,12 +28,12 @@ type ClusterRef struct {
 
 // QualifyNamespace is the namespace the projection gives a cluster's
 // namespace ns: ns itself for the first cluster (cluster ""), else
-// "<ns>.<cluster>".
+// "<ns>.<cluster>", interned (Intern) as decoded namespaces are.
 func QualifyNamespace(ns, cluster string) string {
 	if cluster == "" {
 		return ns
 	}
-	return ns + "." + cluster
+	return Intern(ns + "." + cluster)
 }
 
 // SplitNamespace splits a qualified namespace into the cluster's own
