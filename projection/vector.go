@@ -181,7 +181,8 @@ const maxPositionLen = 4096
 // cluster's part (the one-cluster form, and what a client holds from
 // before other clusters were added); "<cluster>=<rv>,…" gives parts by
 // name, a cluster it leaves out at 0. A cluster the configuration does
-// not name is skipped: this deployd holds nothing of it. "" and "0" are
+// not name is skipped: this deployd holds nothing of it (with no names,
+// every named part is). "" and "0" are
 // the zero Position. The error says what is wrong.
 func ParsePosition(s string, names []string) (Position, error) {
 	s = strings.TrimSpace(s)
@@ -213,10 +214,10 @@ func ParsePosition(s string, names []string) (Position, error) {
 			return zero, fmt.Errorf("cluster %q: %w", cut(name), err)
 		}
 		if len(names) <= 1 {
-			if len(names) == 0 || names[0] == name {
+			if len(names) == 1 && names[0] == name {
 				p = At(rv)
 			}
-			continue
+			continue // without names, no part is known to be the one cluster's
 		}
 		for i, n := range names {
 			if n == name {

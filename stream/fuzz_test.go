@@ -15,7 +15,7 @@ import (
 )
 
 func fuzzRevision(f *testing.F, parse func(string) (uint64, error), prefix string) {
-	for _, s := range []string{"", "0", "1", "1761234567000123", " 42 ", "18446744073709551615", "18446744073709551616", "-1", "0x10", "１２", "9\x00"} {
+	for _, s := range []string{"", "0", "1", "1761234567000123", " 42 ", "18446744073709551615", "18446744073709551616", "-1", "0x10", "１２", "9\x00", "0=1", "staging=5,in-cluster=7"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -26,7 +26,16 @@ func fuzzRevision(f *testing.F, parse func(string) (uint64, error), prefix strin
 			}
 			return
 		}
-		if trimmed := strings.TrimSpace(s); rev != 0 || (trimmed != "" && strings.Trim(trimmed, "0") != "") {
+		trimmed := strings.TrimSpace(s)
+		if strings.Contains(trimmed, "=") {
+			// A position by cluster name: with one cluster (no names)
+			// no part is known to be its own.
+			if rev != 0 {
+				t.Fatalf("parse(%q) = %d, want 0", s, rev)
+			}
+			return
+		}
+		if rev != 0 || (trimmed != "" && strings.Trim(trimmed, "0") != "") {
 			if got, _ := strconv.ParseUint(trimmed, 10, 64); got != rev {
 				t.Fatalf("parse(%q) = %d, want %d", s, rev, got)
 			}

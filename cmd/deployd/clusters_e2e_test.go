@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -44,17 +43,7 @@ func startClusterDeployd(t *testing.T, home *clustertest.Cluster, clustersFile s
 	if err := os.WriteFile(file, []byte(clustersFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, maddr := ln.Addr().String(), mln.Addr().String()
-	ln.Close()
-	mln.Close()
+	addr, maddr := freeAddr(t), freeAddr(t)
 	d := &twoClusterDeployd{t: t, base: "http://" + addr, metrics: "http://" + maddr, logs: &authtest.LogBuffer{}}
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--metrics-listen", maddr, "--kubeconfig", home.Kubeconfig)
 	cmd.Env = append(os.Environ(), "LOG_LEVEL=info", "DEPLOY_PUBLIC_URL="+d.base, "DEPLOY_ENGINE_ENABLED=false",
@@ -74,6 +63,7 @@ func startClusterDeployd(t *testing.T, home *clustertest.Cluster, clustersFile s
 		}
 	})
 	waitHealthy(t, d.base, 2*time.Minute)
+	var err error
 	if d.admin, err = authtest.IDToken(m, admin, time.Now(), time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -537,12 +527,7 @@ func TestTwoClusters(t *testing.T) {
 	})
 
 	t.Run("a cluster unreachable from the start", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		gone := "https://" + ln.Addr().String()
-		ln.Close()
+		gone := "https://" + freeAddr(t)
 		kc := filepath.Join(t.TempDir(), "gone.kubeconfig")
 		cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: gone, cluster: {server: %q, insecure-skip-tls-verify: true}}]\n"+
 			"users: [{name: u, user: {token: x}}]\ncontexts: [{name: gone, context: {cluster: gone, user: u}}]\ncurrent-context: gone\n", gone)
