@@ -94,6 +94,9 @@ func (f *clusterSet) status() handlers.ClusterStatus {
 	synced, waiting := 0, ""
 	for i, w := range f.watchers {
 		st := w.Status()
+		if i == 0 {
+			out.ServerVersion, out.CheckedAt = w.ServerVersion(), st.CheckedAt
+		}
 		out.Configured = out.Configured || st.Configured
 		out.Reachable = out.Reachable || st.Reachable
 		out.AppCRD = out.AppCRD || st.AppCRD
@@ -108,8 +111,6 @@ func (f *clusterSet) status() handlers.ClusterStatus {
 			out.Progress = st.Progress
 		}
 	}
-	first := f.watchers[0]
-	out.ServerVersion, out.CheckedAt = first.ServerVersion(), first.Status().CheckedAt
 	if !f.ready.Load() && waiting == "" && synced > 0 {
 		f.ready.Store(true)
 	}
