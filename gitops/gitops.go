@@ -37,6 +37,9 @@ type ReconcileResult struct {
 // engine package). Its fields are in the order of their JSON keys, which the contract
 // wants sorted.
 type ReconcileReport struct {
+	// Cluster names the cluster the engine applies to, when deployd
+	// serves several; empty with one.
+	Cluster  string                  `json:"cluster,omitempty"`
 	Declared int                     `json:"declared"`
 	Failed   int                     `json:"failed"`
 	Instance string                  `json:"instance"`
@@ -72,6 +75,9 @@ type EngineRun struct {
 
 // EngineStatus is the engine's state as GET /v1/deploy/gitops reports it.
 type EngineStatus struct {
+	// Cluster names the cluster the engine applies to, when deployd
+	// serves several; empty with one.
+	Cluster string                  `json:"cluster,omitempty"`
 	Enabled bool                    `json:"enabled"`
 	Source  projection.EngineSource `json:"source"`
 	// Revision is the SHA of the last good fetch ("" before one).

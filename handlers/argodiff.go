@@ -84,13 +84,22 @@ func matchFilter(f map[string]string, ki projection.KindInfo, o *projection.Obje
 		(f["version"] == "" || f["version"] == ki.Version)
 }
 
-// rendered is the engine's rendering of the objects it declares, nil when
-// the engine is disabled: where drift.Desired looks first.
+// rendered is the engines' rendering of the objects they declare (each
+// object's cluster's engine), nil when no engine runs: where
+// drift.Desired looks first.
 func (s *Server) rendered() drift.Rendered {
-	if s.d.Engine == nil {
+	switch {
+	case s.engines == nil && s.d.Engine == nil, s.engines != nil && len(s.engines) == 0:
 		return nil
+	case s.engines == nil:
+		return s.d.Engine.Desired
 	}
-	return s.d.Engine.Desired
+	return func(kind projection.Kind, namespace, name string) (map[string]any, bool) {
+		if e := s.engineFor(namespace); e != nil {
+			return e.Desired(kind, namespace, name)
+		}
+		return nil, false
+	}
 }
 
 // diffItem compares one object's live state with its desired state, both

@@ -32,7 +32,7 @@ const (
 
 func (s *Server) engineRoutes() {
 	s.e.POST(reconcilePath, s.reconcile, s.requireEngineWriter, s.onLeader)
-	s.e.POST(webhookPath, s.gitWebhook, s.onLeader)
+	s.e.POST(webhookPath, s.gitWebhook, s.selectEngine, s.onLeader)
 	s.e.POST(suspendPath, s.suspendEngine, s.requireEngineWriter, s.onLeader)
 	s.e.POST(resumePath, s.resumeEngine, s.requireEngineWriter, s.onLeader)
 }
@@ -42,7 +42,7 @@ func (s *Server) engineRoutes() {
 // suspension is kept in the cluster: every replica and every restart sees
 // it.
 func (s *Server) suspendEngine(c echo.Context) error {
-	if err := checkParams(c.QueryParams()); err != nil {
+	if err := checkParams(c.QueryParams(), "cluster"); err != nil {
 		return err
 	}
 	if err := drainBody(c); err != nil {
@@ -54,7 +54,7 @@ func (s *Server) suspendEngine(c echo.Context) error {
 	}
 	rec := auditOf(c)
 	rec.summary = "suspend the engine"
-	st, err := s.d.Engine.Suspend(c.Request().Context(), by)
+	st, err := s.routeEngine(c).Suspend(c.Request().Context(), by)
 	if err != nil {
 		return engineError(err)
 	}
@@ -63,14 +63,14 @@ func (s *Server) suspendEngine(c echo.Context) error {
 
 // resumeEngine undoes suspend and queues a run.
 func (s *Server) resumeEngine(c echo.Context) error {
-	if err := checkParams(c.QueryParams()); err != nil {
+	if err := checkParams(c.QueryParams(), "cluster"); err != nil {
 		return err
 	}
 	if err := drainBody(c); err != nil {
 		return err
 	}
 	auditOf(c).summary = "resume the engine"
-	st, err := s.d.Engine.Resume(c.Request().Context())
+	st, err := s.routeEngine(c).Resume(c.Request().Context())
 	if err != nil {
 		return engineError(err)
 	}
@@ -93,16 +93,19 @@ func engineError(err error) error {
 }
 
 // requireEngineWriter admits SuperAdmins only (401 without a principal, 403
-// for anyone else), then answers 503 when the engine is disabled.
+// for anyone else), then resolves the engine the request names
+// (selectEngine) and answers 503 when that cluster runs none.
 func (s *Server) requireEngineWriter(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if err := superAdminOnly(c, "writes are"); err != nil {
 			return err
 		}
-		if s.d.Engine == nil {
-			return errorf(http.StatusServiceUnavailable, engineDisabled)
-		}
-		return next(c)
+		return s.selectEngine(func(c echo.Context) error {
+			if s.routeEngine(c) == nil {
+				return s.noEngine(c)
+			}
+			return next(c)
+		})(c)
 	}
 }
 
@@ -111,7 +114,7 @@ func (s *Server) requireEngineWriter(next echo.HandlerFunc) echo.HandlerFunc {
 // reason when the run could not complete.
 func (s *Server) reconcile(c echo.Context) error {
 	q := c.QueryParams()
-	if err := checkParams(q, "dryRun"); err != nil {
+	if err := checkParams(q, "dryRun", "cluster"); err != nil {
 		return err
 	}
 	v, err := single(q, "dryRun")
@@ -131,7 +134,7 @@ func (s *Server) reconcile(c echo.Context) error {
 	}
 	rec := auditOf(c)
 	rec.summary = "reconcile dryRun=" + strconv.FormatBool(dryRun)
-	report, err := s.d.Engine.Reconcile(c.Request().Context(), gitops.TriggerRequest, dryRun)
+	report, err := s.routeEngine(c).Reconcile(c.Request().Context(), gitops.TriggerRequest, dryRun)
 	if err != nil {
 		return engineError(err)
 	}
@@ -162,9 +165,13 @@ type webhookAnswer struct {
 // webhook would let anyone start runs, and 503 tells whoever configures the
 // hook which setting is missing (a 401 would send them looking for a wrong
 // secret). Nothing starts unless the signature verifies.
+//
+// With several clusters, each cluster's engine has its hook:
+// ?cluster=<name> names it (the first cluster's when absent).
 func (s *Server) gitWebhook(c echo.Context) error {
-	if s.d.Engine == nil {
-		return errorf(http.StatusServiceUnavailable, engineDisabled)
+	eng := s.routeEngine(c)
+	if eng == nil {
+		return s.noEngine(c)
 	}
 	if len(s.d.EngineWebhookSecret) == 0 {
 		return errorf(http.StatusServiceUnavailable, "the git webhook is not configured: set DEPLOY_ENGINE_WEBHOOK_SECRET to the hook's secret")
@@ -195,7 +202,7 @@ func (s *Server) gitWebhook(c echo.Context) error {
 	}
 	ans.Ref = p.Ref
 	rec.summary += " ref=" + p.Ref
-	ref := s.d.Engine.Status().Source.Ref
+	ref := eng.Status().Source.Ref
 	switch {
 	case !refMatches(p.Ref, ref):
 		ans.Ignored = "the push is to " + quoteShort(p.Ref) + "; the engine follows " + quoteShort(ref)
@@ -203,7 +210,7 @@ func (s *Server) gitWebhook(c echo.Context) error {
 		ans.Ignored = "the push deleted " + quoteShort(p.Ref)
 	default:
 		ans.Queued = true
-		s.d.Engine.Trigger(gitops.TriggerWebhook)
+		eng.Trigger(gitops.TriggerWebhook)
 	}
 	if ans.Queued {
 		rec.summary += " queued"
@@ -211,17 +218,4 @@ func (s *Server) gitWebhook(c echo.Context) error {
 		rec.summary += " ignored"
 	}
 	return c.JSON(http.StatusAccepted, ans)
-}
-
-// engineStatus is the engine's state for GET /v1/deploy/gitops; disabled,
-// the configured source (if any) with nothing run.
-func (s *Server) engineStatus() gitops.EngineStatus {
-	if s.d.Engine != nil {
-		return s.d.Engine.Status()
-	}
-	st := gitops.EngineStatus{}
-	if src := s.d.Projection.Engine; src != nil {
-		st.Source = *src
-	}
-	return st
 }

@@ -38,10 +38,11 @@ type gitHistoryEntry struct {
 // it, else commitID), then the ReplicaSet releases no commit declares. ok is false when
 // the App is not managed or its commits cannot be read.
 func (s *Server) gitHistory(c echo.Context, a *projection.App) ([]gitHistoryEntry, []gitops.GitCommit, bool) {
-	if _, managed := s.managedFile(a); !managed {
+	eng, _, managed := s.managedBy(a)
+	if !managed {
 		return nil, nil, false
 	}
-	commits, err := s.d.Engine.History(c.Request().Context(), a.Namespace, a.Name)
+	commits, err := eng.History(c.Request().Context(), a.Namespace, a.Name)
 	if err != nil || len(commits) == 0 {
 		return nil, nil, false
 	}

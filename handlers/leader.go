@@ -28,22 +28,23 @@ const forwardedHeader = "X-Deployd-Forwarded-By"
 // onLeader is the middleware of the engine's leader-only routes.
 func (s *Server) onLeader(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if handled, err := s.forwardToLeader(c, nil); handled {
+		if handled, err := s.forwardToLeader(c, s.routeEngine(c), nil); handled {
 			return err
 		}
 		return next(c)
 	}
 }
 
-// forwardToLeader forwards the request to the engine's leader when this
-// replica is not it, and reports whether it did (the answer is then
-// written, or err says why it could not be). body is the request's body
-// when a handler already read it (nil: the body is still unread).
-func (s *Server) forwardToLeader(c echo.Context, body []byte) (bool, error) {
-	if s.d.Engine == nil {
+// forwardToLeader forwards the request to the leader of eng (one
+// cluster's engine: each has its own Lease) when this replica is not it,
+// and reports whether it did (the answer is then written, or err says why
+// it could not be). body is the request's body when a handler already
+// read it (nil: the body is still unread).
+func (s *Server) forwardToLeader(c echo.Context, eng Engine, body []byte) (bool, error) {
+	if eng == nil {
 		return false, nil
 	}
-	target, self, err := s.d.Engine.Leader()
+	target, self, err := eng.Leader()
 	if self {
 		return false, nil
 	}

@@ -121,7 +121,7 @@ func (s *Server) rollback(params []string) echo.HandlerFunc {
 		if a.Repository == "" {
 			return errorf(http.StatusUnprocessableEntity, quoteShort(a.Name)+" declares no image repository (spec.image.repository): there is nothing to roll back")
 		}
-		file, managed := s.managedFile(a)
+		eng, file, managed := s.managedBy(a)
 		history := a.History
 		if managed {
 			history = s.withGitHistory(c, a)
@@ -133,18 +133,18 @@ func (s *Server) rollback(params []string) echo.HandlerFunc {
 			return err
 		}
 		rec.summary += " -> " + tag
-		if managed && !s.d.Engine.PushEnabled() {
-			return s.pushOffError(a, file)
+		if managed && !eng.PushEnabled() {
+			return s.pushOffError(eng, a, file)
 		}
 		if req.DryRun {
 			return c.JSONBlob(http.StatusOK, a.ApplicationJSON())
 		}
 		if managed {
 			// A commit: the engine's leader makes it.
-			if handled, err := s.forwardToLeader(c, body); handled {
+			if handled, err := s.forwardToLeader(c, eng, body); handled {
 				return err
 			}
-			return s.writeTag(c, a, tag, "rollback")
+			return s.writeTag(c, eng, a, tag, "rollback")
 		}
 		patch := map[string]any{
 			"metadata": map[string]any{"annotations": s.syncAnnotations(c)},

@@ -126,9 +126,13 @@ type Deps struct {
 	Now func() time.Time
 	// Web serves the embedded dashboard at /; nil for none.
 	Web http.Handler
-	// Engine drives the cluster to the manifest repository; nil when
-	// disabled (its routes answer 503).
+	// Engine drives the (first) cluster to the manifest repository; nil
+	// when disabled (its routes answer 503).
 	Engine Engine
+	// ClusterEngines are the other clusters' engines, by cluster name,
+	// each taking namespaces as its cluster names them (engines.go); a
+	// cluster without one runs none.
+	ClusterEngines map[string]Engine
 	// Metrics records requests, sign-ins, refusals and syncs; nil records
 	// nothing. It is served on its own listener, never by this server.
 	Metrics *metrics.Metrics
@@ -150,6 +154,9 @@ type Server struct {
 	fwd     http.RoundTripper
 	// clusterNames name the parts of a position (nil with one cluster).
 	clusterNames []string
+	// engines are the clusters' engines by name, nil with one cluster
+	// (engines.go).
+	engines map[string]Engine
 }
 
 // New builds the Echo server with every route and middleware.
@@ -168,6 +175,7 @@ func New(d Deps) *Server {
 	}
 	s := &Server{d: d, e: echo.New(), session: NewSession(d.Auth, d.Log), cache: newResponseCache(256), writes: map[string]bool{}, clusterNames: d.Projection.ClusterNames()}
 	s.session.metrics = d.Metrics
+	s.initEngines()
 	e := s.e
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(d.Log)

@@ -24,21 +24,23 @@ import (
 // self-heal run. A rollback or release of such an App is a commit instead,
 // or, with push off, a 409 naming the file to commit to.
 
-// managedFile reports whether the engine manages the App — it carries the
-// engine's tracking label for the configured instance, whatever this
-// process has run — and the file that declared it when this replica's
-// view of the repository knows it ("" otherwise).
-func (s *Server) managedFile(a *projection.App) (string, bool) {
-	if s.d.Engine == nil || a.Engine == nil || a.Engine.Instance != s.d.Engine.Instance() {
-		return "", false
+// managedBy reports whether an engine manages the App — it carries the
+// tracking label of the instance its cluster's engine is configured with,
+// whatever this process has run — with that engine and the file that
+// declared the App when this replica's view of the repository knows it
+// ("" otherwise).
+func (s *Server) managedBy(a *projection.App) (Engine, string, bool) {
+	eng := s.engineFor(a.Namespace)
+	if eng == nil || a.Engine == nil || a.Engine.Instance != eng.Instance() {
+		return nil, "", false
 	}
-	file, _ := s.d.Engine.Manages(a.Namespace, a.Name)
-	return file, true
+	file, _ := eng.Manages(a.Namespace, a.Name)
+	return eng, file, true
 }
 
 // pushOffError is the 409 of a managed App's rollback with push off.
-func (s *Server) pushOffError(a *projection.App, file string) error {
-	src := s.d.Engine.Status().Source
+func (s *Server) pushOffError(eng Engine, a *projection.App, file string) error {
+	src := eng.Status().Source
 	where := src.Repo + "/" + file
 	if file == "" {
 		where = "the file under " + src.Path + " in " + src.Repo + " that declares it"
@@ -61,15 +63,15 @@ func (s *Server) withGitHistory(c echo.Context, a *projection.App) []projection.
 	return out
 }
 
-// writeTag commits the tag through the engine and answers the Application
-// plus "commit" (none when the tag was already declared).
-func (s *Server) writeTag(c echo.Context, a *projection.App, tag, verb string) error {
+// writeTag commits the tag through the App's engine and answers the
+// Application plus "commit" (none when the tag was already declared).
+func (s *Server) writeTag(c echo.Context, eng Engine, a *projection.App, tag, verb string) error {
 	w := gitops.TagWrite{Namespace: a.Namespace, Name: a.Name, Tag: tag, Verb: verb, RequestID: newRequestID()}
 	c.Response().Header().Set("X-Request-Id", w.RequestID)
 	if p := auth.PrincipalFrom(c.Request().Context()); p != nil {
 		w.AuthorName, w.AuthorEmail = authorOf(p)
 	}
-	commit, err := s.d.Engine.WriteTag(c.Request().Context(), w)
+	commit, err := eng.WriteTag(c.Request().Context(), w)
 	if err != nil {
 		return writeBackError(err)
 	}
@@ -185,18 +187,18 @@ func (s *Server) paasRelease(c echo.Context) error {
 		return err
 	}
 	rec.namespace = a.Namespace
-	if s.d.Engine == nil {
+	if !s.anyEngine() {
 		return errorf(http.StatusServiceUnavailable, "a release is a commit to the engine's repository: deploy engine disabled (set DEPLOY_ENGINE_ENABLED=true)")
 	}
-	file, ok := s.managedFile(a)
+	eng, file, ok := s.managedBy(a)
 	if !ok {
 		return errorf(http.StatusConflict, "app "+quoteShort(a.Name)+" in "+a.Namespace+" is not declared in the engine's repository: roll it back instead, or declare it in git")
 	}
-	if !s.d.Engine.PushEnabled() {
-		return s.pushOffError(a, file)
+	if !eng.PushEnabled() {
+		return s.pushOffError(eng, a, file)
 	}
-	if handled, err := s.forwardToLeader(c, body); handled {
+	if handled, err := s.forwardToLeader(c, eng, body); handled {
 		return err
 	}
-	return s.writeTag(c, a, req.Tag, "release")
+	return s.writeTag(c, eng, a, req.Tag, "release")
 }

@@ -320,7 +320,7 @@ func (a *App) source(cfg *Config) ApplicationSource {
 	if a.Source != nil {
 		return ApplicationSource{RepoURL: a.Source.RepoURL, Path: a.Source.Path, TargetRevision: a.Source.TargetRevision}
 	}
-	if src, ok := cfg.managedSource(a.Engine); ok {
+	if src, ok := cfg.managedSource(a); ok {
 		return src
 	}
 	d := cfg.Source

@@ -24,6 +24,13 @@ type ClusterRef struct {
 	Server string
 	// Namespaces is its namespace map.
 	Namespaces Namespaces
+	// Engine is the source of the cluster's own engine, nil when it runs
+	// none: an App that engine applied shows it as spec.source, as
+	// Config.Engine does for the first cluster's.
+	Engine *EngineSource
+	// EngineInstance is that engine's instance (Config.EngineInstance's
+	// rule).
+	EngineInstance string
 }
 
 // QualifyNamespace is the namespace the projection gives a cluster's

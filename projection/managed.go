@@ -33,11 +33,20 @@ func sameEngineMark(a, b *EngineMark) bool {
 }
 
 // managedSource is the engine's source as an Application's spec.source,
-// when the engine that marked the App is the one configured; false
-// otherwise (the display source stays).
-func (cfg *Config) managedSource(m *EngineMark) (ApplicationSource, bool) {
-	e := cfg.Engine
-	if m == nil || e == nil || (cfg.EngineInstance != "" && cfg.EngineInstance != m.Instance) {
+// when the engine that marked the App is the one configured for the App's
+// cluster; false otherwise (the display source stays).
+func (cfg *Config) managedSource(a *App) (ApplicationSource, bool) {
+	m := a.Engine
+	if m == nil {
+		return ApplicationSource{}, false
+	}
+	e, inst := cfg.Engine, cfg.EngineInstance
+	if len(cfg.Clusters) > 0 {
+		if i, _, _ := cfg.ClusterOf(a.Namespace); i > 0 {
+			e, inst = cfg.Clusters[i-1].Engine, cfg.Clusters[i-1].EngineInstance
+		}
+	}
+	if e == nil || (inst != "" && inst != m.Instance) {
 		return ApplicationSource{}, false
 	}
 	return ApplicationSource{RepoURL: e.Repo, Path: e.Path, TargetRevision: e.Ref}, true

@@ -7,10 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/handlers"
 	"github.com/hanzoai/deploy/metrics"
 	"github.com/hanzoai/deploy/projection"
@@ -258,16 +262,21 @@ func (h fleetHistory) RowsAt(ctx context.Context, pos projection.Position) (*str
 	return &stream.PastRows{Rows: h.store.PastRows(objs)}, nil
 }
 
+// otherCluster is a cluster of the clusters file, as serve reads it.
+type otherCluster struct {
+	entry   cluster.Entry
+	rc      *rest.Config
+	watcher *cluster.Watcher
+}
+
 // newOtherWatchers makes a watcher for each cluster of the clusters file,
-// feeding feed, and adds each to pcfg.Clusters. A kubeconfig that cannot
-// be read stops serve, naming the cluster; a cluster that does not answer
-// does not.
-func newOtherWatchers(entries []cluster.Entry, pcfg *projection.Config, feed *cluster.Feed, log *slog.Logger) ([]*cluster.Watcher, error) {
-	var out []*cluster.Watcher
+// feeding feed, and adds each to pcfg.Clusters (with the source of its
+// engine, when it names one: engEnv). A kubeconfig that cannot be read
+// stops serve, naming the cluster; a cluster that does not answer does
+// not.
+func newOtherWatchers(entries []cluster.Entry, pcfg *projection.Config, engEnv engineEnv, feed *cluster.Feed, log *slog.Logger) ([]otherCluster, error) {
+	var out []otherCluster
 	for _, e := range entries {
-		if e.Engine != nil {
-			return nil, fmt.Errorf("%w: cluster %q: engine: an engine of its own for a cluster other than the first is not supported yet; remove engine (DEPLOY_ENGINE_* configures the first cluster's)", cluster.ErrClustersFile, e.Name)
-		}
 		rc, where, err := cluster.RESTConfig(e.Source())
 		if err != nil {
 			return nil, fmt.Errorf("%w: cluster %q: kubeconfig: %v", cluster.ErrClustersFile, e.Name, err)
@@ -279,8 +288,94 @@ func newOtherWatchers(entries []cluster.Entry, pcfg *projection.Config, feed *cl
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", e.Name, err)
 		}
-		pcfg.Clusters = append(pcfg.Clusters, projection.ClusterRef{Name: e.Name, Server: rc.Host, Namespaces: ns})
-		out = append(out, w)
+		ref := projection.ClusterRef{Name: e.Name, Server: rc.Host, Namespaces: ns}
+		if e.Engine != nil {
+			cfg, err := clusterEngineConfig(engEnv.Config, e, ns)
+			if err != nil {
+				return nil, err
+			}
+			src := cfg.Source()
+			ref.Engine, ref.EngineInstance = &src, cfg.Instance
+		}
+		pcfg.Clusters = append(pcfg.Clusters, ref)
+		out = append(out, otherCluster{entry: e, rc: rc, watcher: w})
+	}
+	return out, nil
+}
+
+// watchers are the clusters' watchers.
+func watchersOf(others []otherCluster) []*cluster.Watcher {
+	out := make([]*cluster.Watcher, len(others))
+	for i, o := range others {
+		out[i] = o.watcher
+	}
+	return out
+}
+
+// clusterEngineConfig is the configuration of the engine a cluster's entry
+// names: the DEPLOY_ENGINE_* settings (first, the first cluster's) with
+// the entry's repository, ref and path (the settings' when it leaves one
+// out) and the cluster's namespace map. Its fetched repository has a
+// folder of its own. An error names the cluster and the field.
+func clusterEngineConfig(base engine.Config, e cluster.Entry, ns projection.Namespaces) (engine.Config, error) {
+	cfg := base
+	cfg.Repo = e.Engine.Repo
+	if e.Engine.Ref != "" {
+		cfg.Ref = e.Engine.Ref
+	}
+	if e.Engine.Path != "" {
+		cfg.Path = e.Engine.Path
+	}
+	cfg.Namespaces = ns
+	if cfg.CacheDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		cfg.CacheDir = filepath.Join(dir, "deployd", "engine", cfg.Instance)
+	}
+	cfg.CacheDir += "@" + e.Name
+	cfg.Lease = nil
+	if err := cfg.Validate(); err != nil {
+		var ce *engine.ConfigError
+		if errors.As(err, &ce) {
+			field := map[string]string{"Repo": "engine.repo", "Ref": "engine.ref", "Path": "engine.path", "Namespace": "DEPLOY_ENGINE_NAMESPACE (not in the cluster's namespaces)"}[ce.Field]
+			if field == "" {
+				return cfg, fmt.Errorf("cluster %q: engine: %w", e.Name, engineConfigError(err))
+			}
+			return cfg, fmt.Errorf("%w: cluster %q: %s: %s", cluster.ErrClustersFile, e.Name, field, ce.Msg)
+		}
+		return cfg, fmt.Errorf("%w: cluster %q: engine: %v", cluster.ErrClustersFile, e.Name, err)
+	}
+	return cfg, nil
+}
+
+// newClusterEngines builds the engine of each cluster whose entry names
+// one, writing to that cluster: its Lease and state ConfigMap are that
+// cluster's (in the namespace the first cluster's engine uses, which must
+// exist there), so one cluster's engine leads, runs and fails on its own.
+func newClusterEngines(others []otherCluster, engEnv engineEnv, lease *engine.LeaseConfig, pcfg projection.Config, log *slog.Logger) (map[string]handlers.Engine, error) {
+	out := map[string]handlers.Engine{}
+	for _, o := range others {
+		if o.entry.Engine == nil {
+			continue
+		}
+		cfg, err := clusterEngineConfig(engEnv.Config, o.entry, o.entry.NamespaceMap(pcfg.Namespaces))
+		if err != nil {
+			return nil, err
+		}
+		if lease != nil {
+			l := *lease
+			cfg.Lease = &l
+		}
+		clog := log.With("cluster", o.entry.Name)
+		e, err := engine.New(cfg, o.rc, clog)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: engine: %w", o.entry.Name, engineConfigError(err))
+		}
+		clog.Info("engine enabled", "repo", cfg.Repo, "ref", cfg.Ref, "path", cfg.Path, "instance", cfg.Instance,
+			"prune", cfg.Prune, "interval", cfg.Interval.String(), "credentials", len(cfg.Auth) > 0)
+		out[o.entry.Name] = e
 	}
 	return out, nil
 }

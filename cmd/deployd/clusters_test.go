@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -57,19 +58,50 @@ func TestClustersFromEnv(t *testing.T) {
 	}
 }
 
-// TestOtherWatchersBadKubeconfig: a kubeconfig that cannot be read stops
-// serve, naming the cluster and the field.
+// TestOtherWatchersBadKubeconfig: a kubeconfig that cannot be read, or an
+// engine that cannot work, stops serve, naming the cluster and the field.
 func TestOtherWatchersBadKubeconfig(t *testing.T) {
 	pcfg := projection.DefaultConfig()
-	_, err := newOtherWatchers([]cluster.Entry{{Name: "staging", Kubeconfig: filepath.Join(t.TempDir(), "missing")}}, &pcfg, cluster.NewFeed(), slog.New(slog.DiscardHandler))
+	discard := slog.New(slog.DiscardHandler)
+	_, err := newOtherWatchers([]cluster.Entry{{Name: "staging", Kubeconfig: filepath.Join(t.TempDir(), "missing")}}, &pcfg, engineEnv{Config: engine.Defaults()}, cluster.NewFeed(), discard)
 	if err == nil || !strings.Contains(err.Error(), `cluster "staging": kubeconfig`) || !strings.Contains(err.Error(), "DEPLOY_CLUSTERS_FILE") {
 		t.Errorf("newOtherWatchers: %v", err)
 	}
 	if len(pcfg.Clusters) != 0 {
 		t.Errorf("a cluster was added: %v", pcfg.Clusters)
 	}
-	_, err = newOtherWatchers([]cluster.Entry{{Name: "staging", Kubeconfig: "/k", Engine: &cluster.EntryEngine{Repo: "r"}}}, &pcfg, cluster.NewFeed(), slog.New(slog.DiscardHandler))
-	if err == nil || !strings.Contains(err.Error(), `cluster "staging": engine: `) {
-		t.Errorf("an engine of its own: %v", err)
+	kc := filepath.Join(t.TempDir(), "staging.kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: s, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: s, context: {cluster: s, user: u}}]
+current-context: s
+users: [{name: u, user: {token: t}}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		engine cluster.EntryEngine
+		ns     string
+		want   string
+	}{
+		{cluster.EntryEngine{Repo: "r"}, "", `cluster "staging": engine.repo: repo "r" is not a URL`},
+		{cluster.EntryEngine{Repo: "https://git.example.com/fleet.git", Ref: "a..b"}, "", `cluster "staging": engine.ref:`},
+		{cluster.EntryEngine{Repo: "https://git.example.com/fleet.git", Path: "../up"}, "", `cluster "staging": engine.path:`},
+		{cluster.EntryEngine{Repo: "https://git.example.com/fleet.git"}, "web=prod", `cluster "staging": DEPLOY_ENGINE_NAMESPACE (not in the cluster's namespaces)`},
+	} {
+		pcfg := projection.DefaultConfig()
+		_, err = newOtherWatchers([]cluster.Entry{{Name: "staging", Kubeconfig: kc, Namespaces: c.ns, Engine: &c.engine}}, &pcfg, engineEnv{Config: engine.Defaults()}, cluster.NewFeed(), discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "DEPLOY_CLUSTERS_FILE") {
+			t.Errorf("engine %+v: %v, want %q", c.engine, err, c.want)
+		}
+	}
+	pcfg = projection.DefaultConfig()
+	others, err := newOtherWatchers([]cluster.Entry{{Name: "staging", Kubeconfig: kc, Engine: &cluster.EntryEngine{Repo: "https://git.example.com/fleet.git", Path: "staging"}}}, &pcfg, engineEnv{Config: engine.Defaults()}, cluster.NewFeed(), discard)
+	if err != nil || len(others) != 1 {
+		t.Fatalf("a good engine: %v", err)
+	}
+	if e := pcfg.Clusters[0].Engine; e == nil || e.Repo != "https://git.example.com/fleet.git" || e.Path != "staging" || e.Ref != "main" || pcfg.Clusters[0].EngineInstance != "universe" {
+		t.Errorf("the cluster's engine source: %+v %q", e, pcfg.Clusters[0].EngineInstance)
 	}
 }

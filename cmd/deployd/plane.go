@@ -43,8 +43,11 @@ type planeConfig struct {
 	// Releases configures the drift board's release source (none when
 	// no source is enabled).
 	Releases release.Config
-	// Engine is the git → cluster engine; nil when disabled.
-	Engine              handlers.Engine
+	// Engine is the (first) cluster's git → cluster engine; nil when
+	// disabled.
+	Engine handlers.Engine
+	// ClusterEngines are the other clusters' engines, by cluster name.
+	ClusterEngines      map[string]handlers.Engine
 	EngineWebhookSecret []byte
 	// Metrics is the listener /metrics is served on; nil serves none.
 	Metrics net.Listener
@@ -136,6 +139,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		Metrics:     p.metrics,
 
 		Engine:              cfg.Engine,
+		ClusterEngines:      cfg.ClusterEngines,
 		EngineWebhookSecret: cfg.EngineWebhookSecret,
 	}
 	if rs != nil {
@@ -163,6 +167,11 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	wg.Add(3)
 	if loop, ok := p.cfg.Engine.(interface{ Run(context.Context) }); ok {
 		wg.Go(func() { loop.Run(ctx) }) // the engine's self-heal loop and webhook runs
+	}
+	for _, e := range p.cfg.ClusterEngines {
+		if loop, ok := e.(interface{ Run(context.Context) }); ok {
+			wg.Go(func() { loop.Run(ctx) }) // each cluster's engine runs on its own
+		}
 	}
 	go func() { defer wg.Done(); p.hub.Run(ctx) }()
 	if p.releases != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -117,7 +118,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	otherWatchers, err := newOtherWatchers(others, &pcfg, feed, log)
+	otherClusters, err := newOtherWatchers(others, &pcfg, engEnv, feed, log)
 	if err != nil {
 		return err
 	}
@@ -133,22 +134,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Close()
 		return fmt.Errorf("DEPLOY_PPROF=true serves the profiles on the metrics listener: set DEPLOYD_METRICS_LISTEN to an address")
 	}
+	closeAll := func() {
+		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
+	}
+	var lease *engine.LeaseConfig // one identity for every cluster's engine
+	if engEnv.Enabled || slices.ContainsFunc(others, func(e cluster.Entry) bool { return e.Engine != nil }) {
+		if lease, err = engEnv.lease(os.Getenv, ln.Addr()); err != nil {
+			closeAll()
+			return err
+		}
+	}
+	clusterEngines, err := newClusterEngines(otherClusters, engEnv, lease, pcfg, log)
+	if err != nil {
+		closeAll()
+		return err
+	}
 	var eng handlers.Engine // nil, not a nil *engine.Engine, when disabled
 	if engEnv.Enabled {
-		closeAll := func() {
-			ln.Close()
-			if mln != nil {
-				mln.Close()
-			}
-		}
 		if restCfg == nil {
 			closeAll()
 			return fmt.Errorf("DEPLOY_ENGINE_ENABLED=true needs a cluster to write to: %s", reason)
 		}
-		if engEnv.Config.Lease, err = engEnv.lease(os.Getenv, ln.Addr()); err != nil {
-			closeAll()
-			return err
-		}
+		engEnv.Config.Lease = lease
 		e, err := engine.New(engEnv.Config, restCfg, log)
 		if err != nil {
 			closeAll()
@@ -165,10 +175,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	p := newPlane(ctx, planeConfig{
 		History: true,
-		Log:     log, Projection: pcfg, Watcher: w, Others: otherWatchers, Feed: feed, Auth: authCfg,
+		Log:     log, Projection: pcfg, Watcher: w, Others: watchersOf(otherClusters), Feed: feed, Auth: authCfg,
 		ClusterName: firstName,
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
-		Engine: eng, EngineWebhookSecret: engEnv.WebhookSecret,
+		Engine: eng, ClusterEngines: clusterEngines, EngineWebhookSecret: engEnv.WebhookSecret,
 		Drain: drain,
 	})
 	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}
