@@ -699,12 +699,14 @@ commands:
   suspend               stop its interval and webhook runs (SuperAdmin)
   resume                start them again (SuperAdmin)
 
-Every command takes --server (env DEPLOYD_SERVER; default: the server of
-the last deployd login), --token (env DEPLOYD_TOKEN; default: the sign-in
-deployd login kept) and -o table|json|yaml.
+Every command takes --cluster (with several clusters, the cluster whose
+engine it means; default: the first's), --server (env DEPLOYD_SERVER;
+default: the server of the last deployd login), --token (env DEPLOYD_TOKEN;
+default: the sign-in deployd login kept) and -o table|json|yaml.
 
 example:
   deployd engine reconcile --dry-run
+  deployd engine status --cluster staging
 `
 
 func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -722,6 +724,7 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("engine "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
+	clusterName := fs.String("cluster", "", "the cluster whose engine (with several clusters; default: the first's)")
 	dry := new(bool)
 	if sub == "reconcile" {
 		dry = fs.Bool("dry-run", false, "report what a run would do, writing nothing")
@@ -741,18 +744,35 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	method, path := http.MethodPost, "/v1/deploy/gitops/"+sub
+	q := url.Values{}
 	switch sub {
 	case "status":
 		method, path = http.MethodGet, "/v1/deploy/gitops"
 	case "reconcile":
 		path = "/v1/deploy/reconcile"
 		if *dry {
-			path += "?dryRun=true"
+			q.Set("dryRun", "true")
 		}
+	}
+	if *clusterName != "" {
+		q.Set("cluster", *clusterName)
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	raw, err := c.call(ctx, method, path, nil, nil)
 	if err != nil {
 		return err
+	}
+	if sub == "status" {
+		// The route also lists the CD Applications: status is the engine.
+		var body struct {
+			Engine json.RawMessage `json:"engine"`
+		}
+		if err := json.Unmarshal(raw, &body); err != nil || len(body.Engine) == 0 {
+			return failed("the engine's answer is not the JSON expected: %v", err)
+		}
+		raw = body.Engine
 	}
 	if *cf.output == "table" || *cf.output == "wide" {
 		return printEngine(stdout, sub, raw)
@@ -769,7 +789,10 @@ func printEngine(w io.Writer, sub string, raw []byte) error {
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return failed("the engine's answer is not the JSON expected: %v", err)
 		}
-		fmt.Fprintf(tw, "revision %s: %d declared, %d synced, %d failed\n", orDash(r.Revision), r.Declared, r.Synced, r.Failed)
+		if r.Cluster != "" {
+			fmt.Fprintf(tw, "cluster %s, ", r.Cluster)
+		}
+		fmt.Fprintf(tw, "revision %s: %d declared, %d synced, %d failed, %d pruned\n", orDash(r.Revision), r.Declared, r.Synced, r.Failed, r.Pruned)
 		for _, x := range r.Results {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", x.Status, x.Resource, x.Message)
 		}
@@ -783,7 +806,17 @@ func printEngine(w io.Writer, sub string, raw []byte) error {
 	if !st.Enabled {
 		state = "disabled"
 	}
+	if st.Cluster != "" {
+		fmt.Fprintf(tw, "Cluster:\t%s\n", st.Cluster)
+	}
 	fmt.Fprintf(tw, "State:\t%s\nSource:\t%s %s %s\nRevision:\t%s\nRuns:\t%d\n", orDash(state), st.Source.Repo, st.Source.Ref, st.Source.Path, orDash(st.Revision), st.Runs)
+	if st.LastRun != nil {
+		lr := st.LastRun
+		fmt.Fprintf(tw, "Last run:\t%s (%s) at %s: %d declared, %d synced, %d failed, %d pruned\n", lr.ID, lr.Trigger, lr.FinishedAt.UTC().Format(time.RFC3339), lr.Declared, lr.Synced, lr.Failed, lr.Pruned)
+		if lr.Error != "" {
+			fmt.Fprintf(tw, "Error:\t%s\n", lr.Error)
+		}
+	}
 	if st.Leader != nil {
 		fmt.Fprintf(tw, "Leader:\t%s\n", st.Leader.Identity)
 	}
