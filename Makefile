@@ -94,6 +94,14 @@ bench: bench-fold
 coldstart: tools
 	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench ColdStart -benchtime 1x -timeout 2h ./cmd/deployd/
 
+# The serve binary over 10,000 Apps in one cluster and in two of 5,000 (three
+# real API servers), alternated five times: time to ready, RSS and the lists;
+# then the lists with the second cluster's API server stopped, and a start
+# while it is down.
+.PHONY: coldstart-clusters
+coldstart-clusters: tools
+	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -v -run '^$$' -bench '^BenchmarkServeClusters$$' -benchtime 1x -timeout 3h ./cmd/deployd/
+
 # A ready deployd's memory at the 10,000-App fleet, alone and with 2,000
 # streams: resident set, the runtime's account and the heap by owner (the
 # heap profiles are saved; the log says where). BASELINE=<deployd binary>
