@@ -36,8 +36,9 @@ type twoClusterDeployd struct {
 }
 
 // startClusterDeployd runs deployd serve over home, and over the clusters
-// of the clusters file body.
-func startClusterDeployd(t *testing.T, home *clustertest.Cluster, clustersFile string, m *mockoidc.MockOIDC, bin string) *twoClusterDeployd {
+// of the clusters file body; env is more of its environment (NAME=value,
+// over what it would have).
+func startClusterDeployd(t *testing.T, home *clustertest.Cluster, clustersFile string, m *mockoidc.MockOIDC, bin string, env ...string) *twoClusterDeployd {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "clusters.yaml")
 	if err := os.WriteFile(file, []byte(clustersFile), 0o600); err != nil {
@@ -49,6 +50,7 @@ func startClusterDeployd(t *testing.T, home *clustertest.Cluster, clustersFile s
 	cmd.Env = append(os.Environ(), "LOG_LEVEL=info", "DEPLOY_PUBLIC_URL="+d.base, "DEPLOY_ENGINE_ENABLED=false",
 		"DEPLOY_CLUSTERS_FILE="+file,
 		"IAM_ENDPOINT="+m.Issuer(), "DEPLOY_IAM_CLIENT_ID="+m.ClientID, "DEPLOY_IAM_CLIENT_SECRET="+m.ClientSecret)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

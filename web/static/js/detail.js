@@ -8,7 +8,7 @@ import {LiveStream} from './stream.js';
 import {renderTree, nodeRef} from './tree.js';
 import {ResourcePanel} from './resource.js';
 import {LogsPanel} from './logs.js';
-import {appKey} from './fleet.js';
+import {appKey, clusterOf} from './fleet.js';
 import {toast, confirmAction, errorBanner} from './ui.js';
 import {replaceQuery} from './router.js';
 import {isCommit, shortRev} from './engine.js';
@@ -235,8 +235,13 @@ export class DetailView {
     const declared = declaredTag(a, root);
     const healthMessage = (st.health && st.health.message) || (root && root.health && root.health.message) || '';
     const src = (a.spec && a.spec.source) || {};
+    // With several clusters the destination names the App's cluster; the
+    // namespace shown is then the cluster's own ("hanzo" of "hanzo.staging").
+    const cluster = clusterOf(a);
+    const ns = md.namespace || this.ns;
     replace(this.metaEl,
-      h('span', null, 'Namespace ', code(md.namespace || this.ns)),
+      cluster ? h('span', {id: 'app-cluster'}, 'Cluster ', code(cluster)) : null,
+      h('span', null, 'Namespace ', code(cluster ? ns.split('.')[0] : ns)),
       labels['hanzo.ai/env'] ? h('span', null, 'Env ', code(labels['hanzo.ai/env'])) : null,
       labels['hanzo.ai/org'] ? h('span', null, 'Org ', code(labels['hanzo.ai/org'])) : null,
       h('span', null, 'Project ', code((a.spec && a.spec.project) || 'default')));

@@ -13,12 +13,22 @@ const LABEL_ORG = 'hanzo.ai/org';
 const LIST_FIELDS = [
   'metadata.resourceVersion',
   'items.metadata.name', 'items.metadata.namespace', 'items.metadata.labels',
-  'items.spec.project', 'items.status.sync', 'items.status.health', 'items.status.operationState',
+  'items.spec.project', 'items.spec.destination.name', 'items.status.sync', 'items.status.health', 'items.status.operationState',
 ].join(',');
 
 /** appKey is "<namespace>/<name>". */
 export function appKey(namespace, name) {
   return namespace + '/' + name;
+}
+
+/**
+ * clusterOf is the name of the cluster an Application runs in: its
+ * spec.destination.name, which the server sets only when it reads several
+ * clusters ("" with one).
+ */
+export function clusterOf(app) {
+  const spec = app.spec || {};
+  return (spec.destination && spec.destination.name) || '';
 }
 
 /** toRow turns an Application (or a part of one) into a list row. */
@@ -30,6 +40,7 @@ export function toRow(app) {
     key: appKey(md.namespace || '', md.name || ''),
     name: md.name || '',
     namespace: md.namespace || '',
+    cluster: clusterOf(app),
     env: labels[LABEL_ENV] || '',
     org: labels[LABEL_ORG] || '',
     project: (app.spec && app.spec.project) || 'default',

@@ -1,13 +1,15 @@
 // The fleet list: filters kept in the query string, counts per health and
 // sync status, a paginated table whose rows are updated in place when
-// their application changes.
+// their application changes. When the applications the user sees run in
+// more than one cluster, a Cluster column and a cluster filter appear; with
+// one cluster the list shows neither.
 import {h, icon, replace} from './dom.js';
 import {HEALTH, SYNC, healthBadge, syncBadge, healthIcon, syncIcon, tone} from './status.js';
 import {appURL, replaceQuery} from './router.js';
 import {isCommit, shortRev} from './engine.js';
 
 const PAGE_SIZE = 100;
-const FILTER_KEYS = ['q', 'env', 'org', 'project', 'health', 'sync'];
+const FILTER_KEYS = ['q', 'cluster', 'env', 'org', 'project', 'health', 'sync'];
 
 /** readFilters reads the filters from a query string. */
 export function readFilters(q) {
@@ -26,6 +28,7 @@ function writeFilters(f) {
 
 /** matches applies every filter but the one named in except. */
 function matches(r, f, except) {
+  if (except !== 'cluster' && f.cluster && r.cluster !== f.cluster) return false;
   if (f.env && r.env !== f.env) return false;
   if (f.org && (f.org === '-' ? r.org !== '' : r.org !== f.org)) return false;
   if (f.project && r.project !== f.project) return false;
@@ -46,6 +49,8 @@ export class ListView {
     this.trs = new Map();      // key → <tr> currently rendered
     this.shown = [];           // keys on the page, in order
     this.optionSig = '';
+    this.clusterSig = '';
+    this.multi = false;        // the fleet spans more than one cluster
     this.build();
     this.unsubscribe = fleet.subscribe((c) => this.update(c));
     this.update({dirty: new Set(), structural: true});
@@ -64,6 +69,9 @@ export class ListView {
       oninput: () => this.set({q: this.search.value.trim()}),
     });
     this.search.value = f.q;
+    this.selCluster = this.select('f-cluster', 'All clusters', (v) => this.set({cluster: v}));
+    this.clusterField = this.field('f-cluster', 'Cluster', this.selCluster);
+    this.clusterField.hidden = true;
     this.selEnv = this.select('f-env', 'All environments', (v) => this.set({env: v}));
     this.selOrg = this.select('f-org', 'All organizations', (v) => this.set({org: v}));
     this.selProject = this.select('f-project', 'All projects', (v) => this.set({project: v}));
@@ -73,17 +81,10 @@ export class ListView {
     this.tbody = h('tbody', {id: 'app-rows'});
     this.empty = h('div', {class: 'empty', hidden: true});
     this.pager = h('nav', {class: 'pager', 'aria-label': 'Pages of applications'});
-    this.table = h('table', {class: 'apps', id: 'apps'},
-      h('caption', {class: 'sr-only'}, 'Applications, with their health and sync status'),
-      h('thead', null, h('tr', null,
-        h('th', {scope: 'col'}, 'Application'),
-        h('th', {scope: 'col'}, 'Health'),
-        h('th', {scope: 'col'}, 'Sync'),
-        h('th', {scope: 'col'}, 'Revision'),
-        h('th', {scope: 'col'}, 'Env'),
-        h('th', {scope: 'col'}, 'Org'),
-        h('th', {scope: 'col'}, 'Project'))),
-      this.tbody);
+    this.caption = h('caption', {class: 'sr-only'});
+    this.thead = h('thead');
+    this.renderHead();
+    this.table = h('table', {class: 'apps', id: 'apps'}, this.caption, this.thead, this.tbody);
     replace(this.root, h('section', {class: 'view list-view', 'aria-labelledby': 'list-title'},
       h('div', {class: 'page-head'},
         h('div', null, h('h1', {id: 'list-title', tabindex: '-1'}, 'Applications'), this.summary)),
@@ -92,6 +93,7 @@ export class ListView {
         h('div', {class: 'field field-search'},
           h('label', {for: 'f-q'}, 'Name'),
           h('div', {class: 'input-icon'}, icon('search'), this.search)),
+        this.clusterField,
         this.field('f-env', 'Environment', this.selEnv),
         this.field('f-org', 'Organization', this.selOrg),
         this.field('f-project', 'Project', this.selProject),
@@ -101,6 +103,23 @@ export class ListView {
         h('div', {class: 'facet'}, h('span', {class: 'facet-label', id: 'facet-sync'}, 'Sync'), this.syncChips)),
       h('div', {class: 'card table-card'}, h('div', {class: 'table-scroll'}, this.table), this.empty),
       this.pager));
+  }
+
+  // renderHead writes the table's caption and header row, with a Cluster
+  // column when the fleet spans several clusters.
+  renderHead() {
+    this.caption.textContent = this.multi
+      ? 'Applications, with their cluster, health and sync status'
+      : 'Applications, with their health and sync status';
+    replace(this.thead, h('tr', null,
+      h('th', {scope: 'col'}, 'Application'),
+      this.multi ? h('th', {scope: 'col', id: 'col-cluster'}, 'Cluster') : null,
+      h('th', {scope: 'col'}, 'Health'),
+      h('th', {scope: 'col'}, 'Sync'),
+      h('th', {scope: 'col'}, 'Revision'),
+      h('th', {scope: 'col'}, 'Env'),
+      h('th', {scope: 'col'}, 'Org'),
+      h('th', {scope: 'col'}, 'Project')));
   }
 
   field(id, label, control) {
@@ -122,7 +141,7 @@ export class ListView {
 
   clear() {
     this.search.value = '';
-    this.set({q: '', env: '', org: '', project: '', health: '', sync: ''});
+    this.set({q: '', cluster: '', env: '', org: '', project: '', health: '', sync: ''});
     this.search.focus();
   }
 
@@ -143,18 +162,33 @@ export class ListView {
     }
     // One pass over the fleet: the filtered keys, the counts (each facet
     // counted under the other filters), the values the selects offer.
-    const healthCount = new Map(), syncCount = new Map();
-    const envs = new Set(), orgs = new Set(), projects = new Set();
+    const healthCount = new Map(), syncCount = new Map(), clusterCount = new Map();
+    const envs = new Set(), orgs = new Set(), projects = new Set(), clusters = new Set();
     const keys = [];
     for (const k of fleet.keys) {
       const r = fleet.rows.get(k);
       envs.add(r.env);
       orgs.add(r.org);
       projects.add(r.project);
+      clusters.add(r.cluster);
       if (matches(r, f, 'health')) healthCount.set(r.health, (healthCount.get(r.health) || 0) + 1);
       if (matches(r, f, 'sync')) syncCount.set(r.sync, (syncCount.get(r.sync) || 0) + 1);
+      if (matches(r, f, 'cluster')) clusterCount.set(r.cluster, (clusterCount.get(r.cluster) || 0) + 1);
       if (matches(r, f)) keys.push(k);
     }
+    // The cluster column and filter are there when the applications this
+    // user sees run in more than one cluster; the filter also while the
+    // URL names a cluster, so a filter in force is never hidden.
+    clusters.delete('');
+    const multi = clusters.size > 1;
+    if (multi !== this.multi) {
+      this.multi = multi;
+      this.renderHead();
+      this.trs.clear(); // every row gains or loses its cluster cell
+      this.shown = [];
+    }
+    this.clusterField.hidden = !multi && !f.cluster;
+    this.renderClusterOptions(clusters, clusterCount);
     this.renderOptions(envs, orgs, projects);
     this.renderChips(this.healthChips, 'health', HEALTH, healthCount, healthIcon);
     this.renderChips(this.syncChips, 'sync', SYNC, syncCount, syncIcon);
@@ -163,7 +197,7 @@ export class ListView {
     const total = fleet.rows.size;
     this.summary.textContent = filtered
       ? `${keys.length} of ${total} application${total === 1 ? '' : 's'} match`
-      : `${total} application${total === 1 ? '' : 's'}`;
+      : `${total} application${total === 1 ? '' : 's'}` + (multi ? ` in ${clusters.size} clusters` : '');
 
     const pages = Math.max(1, Math.ceil(keys.length / PAGE_SIZE));
     if (f.page > pages) f.page = pages;
@@ -215,14 +249,16 @@ export class ListView {
     tr.dataset.key = r.key;
     tr.dataset.namespace = r.namespace;
     tr.dataset.name = r.name;
+    tr.dataset.cluster = r.cluster;
     tr.dataset.org = r.org;
     tr.dataset.health = r.health;
     tr.dataset.sync = r.sync;
     const op = r.operation === 'Running' ? h('span', {class: 'pill pill-op'}, 'syncing') : null;
-    tr.replaceChildren(
+    replace(tr,
       h('td', {class: 'c-name'},
         h('a', {class: 'app-link', href: appURL(r.namespace, r.name)}, r.name),
         h('span', {class: 'sub'}, r.namespace)),
+      this.multi ? h('td', {class: 'c-cluster'}, r.cluster || h('span', {class: 'muted'}, '—')) : null,
       h('td', {class: 'c-health'}, healthBadge(r.health),
         r.healthMessage && r.health !== 'Healthy' ? h('span', {class: 'msg', title: r.healthMessage}, r.healthMessage) : null),
       h('td', {class: 'c-sync'}, syncBadge(r.sync), op),
@@ -253,6 +289,24 @@ export class ListView {
     fill(this.selEnv, envs, this.f.env);
     fill(this.selOrg, orgs, this.f.org, 'No organization (platform)');
     fill(this.selProject, projects, this.f.project);
+  }
+
+  // renderClusterOptions fills the cluster select: every cluster the fleet
+  // spans, each with its count under the other filters.
+  renderClusterOptions(clusters, counts) {
+    const chosen = this.f.cluster;
+    const list = [...clusters].sort();
+    if (chosen && !list.includes(chosen)) list.push(chosen);
+    const sig = list.map((c) => c + ':' + (counts.get(c) || 0)).join(',');
+    if (sig === this.clusterSig && this.selCluster.value === chosen) return;
+    this.clusterSig = sig;
+    const opts = [h('option', {value: ''}, this.selCluster.dataset.all)];
+    for (const c of list) {
+      const n = counts.get(c) || 0;
+      opts.push(h('option', {value: c, 'aria-label': `${c}: ${n} application${n === 1 ? '' : 's'}`}, `${c} (${n})`));
+    }
+    this.selCluster.replaceChildren(...opts);
+    this.selCluster.value = chosen;
   }
 
   renderChips(box, facet, codes, counts, iconOf) {

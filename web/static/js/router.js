@@ -1,5 +1,6 @@
 // The page's own URLs: "/" (the fleet, its filters in the query string),
-// "/?app=<namespace>/<name>" (one application) and "/?board=1" (the drift
+// "/?app=<namespace>/<name>" (one application; another cluster's namespace
+// is "<namespace>.<cluster>") and "/?board=1" (the drift
 // board). Navigation uses the
 // History API, so moving between views never reloads the page.
 
@@ -52,8 +53,9 @@ export function current() {
   if (q.has('board')) return {board: true, query: q};
   const app = q.get('app');
   if (app) {
-    const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9]*[a-z0-9])?)$/.exec(app);
-    if (m) return {app: {namespace: m[1], name: m[3]}, query: q};
+    // A namespace is a DNS label; another cluster's is "<namespace>.<cluster>".
+    const m = /^([a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)?)\/([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)$/.exec(app);
+    if (m) return {app: {namespace: m[1], name: m[2]}, query: q};
   }
   return {list: q};
 }
