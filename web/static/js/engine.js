@@ -1,7 +1,9 @@
 // The GitOps engine's panel, for SuperAdmins: its state (from
 // GET /v1/deploy/gitops: enabled, stale or suspended, the leader replica), a
 // "Reconcile" button that first runs a dry run and shows what would change,
-// then reconciles once confirmed, and Suspend / Resume.
+// then reconciles once confirmed, and Suspend / Resume. With several
+// clusters each runs its own engine: a select picks the one the panel
+// shows and acts on (?cluster= on every request).
 import {h, icon, replace, timeEl} from './dom.js';
 import {api, ApiError} from './api.js';
 import {toast, confirmAction} from './ui.js';
@@ -55,6 +57,8 @@ export class EnginePanel {
     this.busy = false;
     this.report = null;    // the last report this page asked for
     this.destroyed = false;
+    this.engines = [];     // every cluster's engine, with several clusters
+    this.cluster = '';     // the cluster whose engine is shown ('' the first)
     this.el = h('section', {class: 'card engine', id: 'engine-panel', 'aria-labelledby': 'engine-title'});
     replace(root, this.el);
     this.refresh();
@@ -66,10 +70,19 @@ export class EnginePanel {
     clearInterval(this.timer);
   }
 
+  /** query is the cluster's query string for the engine's routes. */
+  query(more) {
+    const q = new URLSearchParams(more || '');
+    if (this.cluster) q.set('cluster', this.cluster);
+    const s = q.toString();
+    return s ? '?' + s : '';
+  }
+
   async refresh() {
     try {
-      const ans = await api('/v1/deploy/gitops');
+      const ans = await api('/v1/deploy/gitops' + this.query());
       if (this.destroyed) return;
+      this.engines = (ans && ans.engines) || [];
       this.status = (ans && ans.engine) || {enabled: false, source: {}};
       this.error = null;
     } catch (err) {
@@ -114,8 +127,13 @@ export class EnginePanel {
       notices.push(h('p', {class: 'banner banner-warn', id: 'engine-stale'}, 'The repository cannot be fetched; the first failure was ',
         timeEl(st.stale.since), ' (', st.stale.error, '). Runs heal from the last good commit meanwhile.'));
     }
+    const pick = this.engines.length > 1 ? h('label', {class: 'engine-cluster'}, 'Cluster ',
+      h('select', {id: 'engine-cluster', disabled: this.busy, onchange: (e) => this.pick(e.target.value)},
+        this.engines.map((e) => h('option', {value: e.cluster, selected: e.cluster === (st.cluster || this.engines[0].cluster)},
+          e.cluster + (e.enabled ? '' : ' (no engine)'))))) : null;
+    this.el.dataset.cluster = st.cluster || '';
     replace(this.el,
-      h('div', {class: 'engine-head'}, title, state, h('span', {class: 'engine-actions'}, toggle, button)),
+      h('div', {class: 'engine-head'}, title, pick, state, h('span', {class: 'engine-actions'}, toggle, button)),
       notices,
       h('dl', {class: 'engine-facts'},
         h('div', null, h('dt', null, 'Source'), h('dd', {id: 'engine-source'},
@@ -130,8 +148,20 @@ export class EnginePanel {
           st.nextRunAt ? timeEl(st.nextRunAt) : h('span', {class: 'muted'}, st.enabled ? 'on demand' : '—'))),
         st.leader ? h('div', null, h('dt', null, 'Leader'), h('dd', {id: 'engine-leader'},
           code(st.leader.identity), ' since ', timeEl(st.leader.since))) : null),
-      st.enabled ? null : h('p', {class: 'stat-msg'}, 'Set DEPLOY_ENGINE_ENABLED=true to reconcile the fleet from git.'),
-      this.report ? this.renderReport(this.report) : null);
+      st.enabled ? null : h('p', {class: 'stat-msg'}, st.cluster && this.engines.length && st.cluster !== this.engines[0].cluster
+        ? 'Give this cluster\'s entry in DEPLOY_CLUSTERS_FILE an engine to reconcile it from git.'
+        : 'Set DEPLOY_ENGINE_ENABLED=true to reconcile the fleet from git.'),
+      this.report && (this.report.cluster || '') === (st.cluster || '') ? this.renderReport(this.report) : null);
+  }
+
+  /** pick shows (and acts on) another cluster's engine. */
+  pick(cluster) {
+    if (this.busy) return;
+    this.cluster = cluster;
+    const known = this.engines.find((e) => e.cluster === cluster);
+    if (known) this.status = known;
+    this.render();
+    this.refresh();
   }
 
   renderReport(rep) {
@@ -159,7 +189,7 @@ export class EnginePanel {
     }
     this.setBusy(true);
     try {
-      const st = await api(suspend ? '/v1/deploy/gitops/suspend' : '/v1/deploy/gitops/resume', {method: 'POST'});
+      const st = await api((suspend ? '/v1/deploy/gitops/suspend' : '/v1/deploy/gitops/resume') + this.query(), {method: 'POST'});
       this.status = st;
       toast(suspend ? 'The engine is suspended.' : 'The engine is resumed; a run is queued.', 'success');
     } catch (err) {
@@ -174,7 +204,7 @@ export class EnginePanel {
     this.setBusy(true);
     let preview;
     try {
-      preview = await api('/v1/deploy/reconcile?dryRun=true', {method: 'POST'});
+      preview = await api('/v1/deploy/reconcile' + this.query('dryRun=true'), {method: 'POST'});
     } catch (err) {
       this.setBusy(false);
       if (!(err instanceof ApiError && err.status === 401)) toast('The dry run failed: ' + err.message, 'error');
@@ -183,7 +213,7 @@ export class EnginePanel {
     const changed = preview.results.filter(changes);
     const unchanged = preview.results.length - changed.length;
     const ok = await confirmAction({
-      title: `Reconcile revision ${shortRev(preview.revision)}?`,
+      title: `Reconcile revision ${shortRev(preview.revision)}${preview.cluster ? ' in ' + preview.cluster : ''}?`,
       body: [
         h('p', {id: 'engine-preview-summary'}, 'A dry run of ', code(`${preview.source.repo} ${preview.source.path} @ ${preview.source.ref}`),
           ' at ', commit(preview.revision), ': ',
@@ -200,7 +230,7 @@ export class EnginePanel {
       return;
     }
     try {
-      const rep = await api('/v1/deploy/reconcile', {method: 'POST'});
+      const rep = await api('/v1/deploy/reconcile' + this.query(), {method: 'POST'});
       this.report = rep;
       toast(`Reconciled revision ${shortRev(rep.revision)}: ${counts(rep)}.`, rep.failed ? 'error' : 'success');
     } catch (err) {
