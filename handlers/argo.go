@@ -288,7 +288,8 @@ func minorVersion(v string) string {
 }
 
 // getCluster answers Argo CD's GET clusters/{id.value}?id.type=url|name|
-// name_escaped: the one cluster deployd reads, by its server URL or name.
+// name_escaped: a cluster deployd reads, by its server URL or name (the
+// stock UI asks for an App's destination cluster by its server).
 func (s *Server) getCluster(c echo.Context) error {
 	sc, err := scopeOf(c)
 	if err != nil {
@@ -308,21 +309,27 @@ func (s *Server) getCluster(c echo.Context) error {
 	if err := agrees(q, "id.value", id, "cluster"); err != nil {
 		return err
 	}
-	list := s.clusterList(sc)
-	cl := list.Items[0]
-	var match bool
+	byName := false
 	switch idType {
 	case "", "url":
-		match = id == cl.Server
 	case "name", "name_escaped":
-		match = id == cl.Name
+		byName = true
 	default:
 		return errorf(http.StatusBadRequest, "id.type must be url, name or name_escaped")
 	}
-	if !match {
-		return errorf(http.StatusNotFound, "cluster "+quoteShort(id)+" not found: deployd reads one cluster, "+quoteShort(cl.Server)+" ("+cl.Name+")")
+	list := s.clusterList(sc)
+	known := make([]string, 0, len(list.Items))
+	for _, cl := range list.Items {
+		if byName && id == cl.Name || !byName && id == cl.Server {
+			return c.JSON(http.StatusOK, cl)
+		}
+		known = append(known, quoteShort(cl.Server)+" ("+cl.Name+")")
 	}
-	return c.JSON(http.StatusOK, cl)
+	reads := "one cluster, "
+	if len(known) > 1 {
+		reads = "the clusters "
+	}
+	return errorf(http.StatusNotFound, "cluster "+quoteShort(id)+" not found: deployd reads "+reads+strings.Join(known, ", "))
 }
 
 type projectList struct {

@@ -87,6 +87,38 @@ func TestGatewayConventions(t *testing.T) {
 	}
 }
 
+// TestGetClusterOfSeveral: with several clusters, GET clusters/{id} finds
+// each by its server URL or its name (the stock UI asks for an App's
+// destination cluster by its server); a cluster deployd does not read is a
+// 404 naming those it does.
+func TestGetClusterOfSeveral(t *testing.T) {
+	env := newServerEnvWith(t, func(d *Deps) {
+		d.Clusters = func() []ClusterEntry {
+			return []ClusterEntry{
+				{Name: "in-cluster", Server: "https://kubernetes.default.svc", Status: ClusterStatus{Ready: true}},
+				{Name: "staging", Server: "https://staging.example:6443", Status: ClusterStatus{Ready: true}},
+			}
+		}
+	})
+	acme := env.token(t, userAlice, time.Hour)
+	for _, c := range []struct{ path, name string }{
+		{"/api/v1/clusters/https%3A%2F%2Fkubernetes.default.svc?id.type=url", "in-cluster"},
+		{"/api/v1/clusters/https%3A%2F%2Fstaging.example%3A6443?id.type=url", "staging"},
+		{"/api/v1/clusters/staging?id.type=name_escaped", "staging"},
+		{"/api/v1/clusters/in-cluster?id.type=name", "in-cluster"},
+	} {
+		r := env.get(t, c.path, acme)
+		var cl struct{ Name, Server string }
+		if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &cl) != nil || cl.Name != c.name {
+			t.Errorf("GET %s: %d %.300s, want the cluster %s", c.path, r.code, r.body, c.name)
+		}
+	}
+	r := env.get(t, "/api/v1/clusters/https%3A%2F%2Fother.example?id.type=url", acme)
+	if msg := errorMessage(t, r); r.code != http.StatusNotFound || !strings.Contains(msg, `deployd reads the clusters "https://kubernetes.default.svc" (in-cluster), "https://staging.example:6443" (staging)`) {
+		t.Errorf("GET a cluster deployd does not read: %d %q", r.code, msg)
+	}
+}
+
 // TestFieldsOnEveryList: fields cuts every list to the paths asked for.
 func TestFieldsOnEveryList(t *testing.T) {
 	env := newServerEnv(t)

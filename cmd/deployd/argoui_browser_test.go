@@ -708,3 +708,114 @@ func (u *uiTour) refresh(namespace, name string) {
 		u.t.Errorf("%s: REFRESH made no refresh call: %v", u.who, u.front.since(mark))
 	}
 }
+
+// TestStockArgoUIClusters drives the stock Argo CD UI's CLUSTERS filter
+// against deployd reading two real clusters (each its own kube-apiserver
+// and etcd): the filter offers each cluster as Argo names it
+// ("<name> (<server>)", from /api/v1/clusters); picking one shows exactly
+// that cluster's Apps (hanzo/iam, in both, once: the chosen cluster's) and
+// puts the choice in the URL, the other choice the other cluster's Apps;
+// an App of the second cluster opens with its destination cluster. No
+// call to deployd fails.
+func TestStockArgoUIClusters(t *testing.T) {
+	dir := argoUIDir(t)
+	requireChromium(t)
+	front, setBackend := startArgoFront(t, dir)
+	_, staging, m, d := twoClusterFleet(t, "DEPLOY_PUBLIC_URL="+front.URL)
+	setBackend(d.base)
+
+	shots, err := os.MkdirTemp("", "deployd-argoui-clusters-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("screenshots of every step: %s", shots)
+		} else {
+			os.RemoveAll(shots)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	b := newBrowser(t, ctx, chromedp.Flag("disable-features", "BackForwardCache"))
+	uiDebug(t, b)
+	home, second := "in-cluster (https://kubernetes.default.svc)", "staging ("+staging.URL()+")"
+
+	m.QueueUser(admin)
+	u := &uiTour{t: t, b: b, front: front, shots: shots, who: "root"}
+	u.signIn()
+	u.visit("the list of both clusters", "/applications?view=tiles", `document.querySelectorAll('.applications-list__entry').length === 5`)
+	if got := u.clusterOptions(); !slices.Equal(got, []string{home, second}) {
+		t.Errorf("the CLUSTERS filter offers %q, want %q", got, []string{home, second})
+	}
+	u.pickCluster(second, []string{"hanzo.staging/iam", "tenant-acme.staging/api", "tenant-globex.staging/shop"})
+	u.clearClusters(5)
+	u.pickCluster(home, []string{"hanzo/iam", "tenant-acme/web"})
+	// staging's iam: its tree (the App and its Deployment) and its summary,
+	// whose destination the UI asks deployd for by the cluster's server.
+	mark := u.front.mark()
+	appNode := "argoproj.io/Application/hanzo.staging/iam/0"
+	u.visit("staging's iam's summary", "/applications/hanzo.staging/iam?view=tree&node="+url.QueryEscape(appNode)+"&tab=summary",
+		fmt.Sprintf(`document.querySelectorAll('.application-resource-tree__node').length >= 2 && document.querySelector('.sliding-panel--opened .application-summary')?.innerText.includes(%s)`, js(second)))
+	if !slices.ContainsFunc(u.front.since(mark), func(c apiCall) bool {
+		p, _ := url.PathUnescape(c.path)
+		return strings.HasPrefix(p, "/api/v1/clusters/"+staging.URL()+"?") && c.status == http.StatusOK
+	}) {
+		t.Errorf("the summary of staging's iam did not read its cluster: %v", u.front.since(mark))
+	}
+	b.checkConsole()
+}
+
+// clustersFilter is an expression: the list's CLUSTERS filter.
+const clustersFilter = `[...document.querySelectorAll('.filter')].find(f => f.querySelector('.filter__header__label')?.textContent === 'CLUSTERS')`
+
+// openMenu is an expression: the items of the autocomplete menu showing.
+const openMenu = `[...document.querySelectorAll('.autocomplete__items')].filter(m => m.style.visibility === 'visible').flatMap(m => [...m.querySelectorAll('.autocomplete__items__item')])`
+
+// clusterOptions opens the CLUSTERS filter's menu (a click in its field)
+// and answers what it offers, sorted.
+func (u *uiTour) clusterOptions() []string {
+	u.t.Helper()
+	// The menu opens as the field takes the focus: a field still focused
+	// from the last pick is left first, as a click elsewhere does.
+	eval[bool](u.b, `(document.activeElement?.blur(), true)`)
+	u.b.click("the CLUSTERS filter's field", `.filter input.autocomplete__input[placeholder="CLUSTERS"]`)
+	u.b.waitFor("the CLUSTERS filter's menu", openMenu+`.length > 0`, 10*time.Second)
+	got := eval[[]string](u.b, openMenu+`.map(i => i.textContent)`)
+	slices.Sort(got)
+	return got
+}
+
+// pickCluster picks label in the CLUSTERS filter as a user does (a click
+// in its field, then on the item) and checks the list shows exactly want
+// (namespace/name, sorted) and the URL carries the choice.
+func (u *uiTour) pickCluster(label string, want []string) {
+	u.t.Helper()
+	if opts := u.clusterOptions(); !slices.Contains(opts, label) {
+		u.t.Fatalf("%s: the CLUSTERS filter does not offer %q: %q", u.who, label, opts)
+	}
+	mark := u.front.mark()
+	eval[bool](u.b, fmt.Sprintf(`(%s.find(i => i.textContent === %s).click(), true)`, openMenu, js(label)))
+	u.await("the list filtered by "+label, fmt.Sprintf(`document.querySelectorAll('.applications-list__entry').length === %d && new URLSearchParams(location.search).get('cluster') === %s`,
+		len(want), js(label)), mark, false)
+	if got := u.listedApps(); !slices.Equal(got, want) {
+		u.t.Errorf("%s: with the cluster %s the list shows %v, want %v", u.who, label, got, want)
+	}
+}
+
+// clearClusters presses the CLUSTERS filter's CLEAR: the list shows all n
+// Apps again.
+func (u *uiTour) clearClusters(n int) {
+	u.t.Helper()
+	mark := u.front.mark()
+	eval[bool](u.b, `(`+clustersFilter+`.querySelector('.filter__header button').click(), true)`)
+	u.await("the list unfiltered", fmt.Sprintf(`document.querySelectorAll('.applications-list__entry').length === %d && !new URLSearchParams(location.search).get('cluster')`, n), mark, false)
+}
+
+// listedApps are the Apps the list's tiles link to, namespace/name, sorted.
+func (u *uiTour) listedApps() []string {
+	u.t.Helper()
+	got := eval[[]string](u.b, `[...document.querySelectorAll('.applications-list__entry a.applications-tiles__wrapper')].map(a => decodeURIComponent(new URL(a.href).pathname).replace(/^\/applications\//, ''))`)
+	slices.Sort(got)
+	return got
+}

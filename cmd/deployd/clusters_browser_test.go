@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -49,9 +51,21 @@ type pageRow struct {
 
 // twoClusterFleet starts two real clusters, home and staging, with the
 // same App name (hanzo/iam) in both, an App of acme in each and one of
-// globex in staging, and deployd serving both.
-func twoClusterFleet(t *testing.T, extraEnv ...string) (home, staging *clustertest.Cluster, m *mockoidc.MockOIDC, d *twoClusterDeployd) {
+// globex in staging, and deployd serving both (env: more of its
+// environment). The binary builds while the clusters start.
+func twoClusterFleet(t *testing.T, env ...string) (home, staging *clustertest.Cluster, m *mockoidc.MockOIDC, d *twoClusterDeployd) {
 	t.Helper()
+	bin := filepath.Join(t.TempDir(), "deployd")
+	built, done := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		out, err := exec.Command("bash", "../../hack/build.sh", bin).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("build: %v\n%s", err, out)
+		}
+		built <- err
+	}()
+	t.Cleanup(func() { <-done }) // a test ended early leaves no build writing into its folder
 	home, staging = clustertest.Start(t), clustertest.Start(t)
 	applyApps(t, home, "hanzo/iam", "tenant-acme/web@acme")
 	applyApps(t, staging, "hanzo/iam", "tenant-acme/api@acme", "tenant-globex/shop@globex")
@@ -60,7 +74,10 @@ func twoClusterFleet(t *testing.T, extraEnv ...string) (home, staging *clusterte
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Shutdown() })
-	d = startClusterDeployd(t, home, "clusters:\n- name: staging\n  kubeconfig: "+staging.Kubeconfig+"\n", m, buildDeployd(t), extraEnv...)
+	if err := <-built; err != nil {
+		t.Fatal(err)
+	}
+	d = startClusterDeployd(t, home, "clusters:\n- name: staging\n  kubeconfig: "+staging.Kubeconfig+"\n", m, bin, env...)
 	return home, staging, m, d
 }
 
