@@ -53,7 +53,7 @@ func (s *Server) paasRows(snap *projection.Snapshot, sc auth.Scope) []projection
 		if s.d.Releases != nil {
 			rel = s.d.Releases(a.Repository, a.Declared)
 		}
-		out = append(out, a.View(s.d.ClusterName, rel))
+		out = append(out, a.View(s.clusterOf(a), rel))
 	}
 	if sc.IsAll() {
 		for a := range snap.Apps() {
@@ -80,11 +80,24 @@ func (s *Server) paasRows(snap *projection.Snapshot, sc auth.Scope) []projection
 	return out
 }
 
-// paasFilter is the board's query: env, health, org, drift, each optional.
-type paasFilter struct{ env, health, org, drift string }
+// clusterOf is the name of the cluster an App runs in.
+func (s *Server) clusterOf(a *projection.App) string {
+	if i := a.ClusterIndex(); i > 0 {
+		name, _ := s.d.Projection.Cluster(i)
+		return name
+	}
+	return s.d.ClusterName
+}
+
+// paasFilter is the board's query: env, health, org, drift and cluster,
+// each optional.
+type paasFilter struct{ env, health, org, drift, cluster string }
 
 func parsePaaSFilter(q map[string][]string) (f paasFilter, err error) {
-	if err = checkParams(q, "env", "health", "org", "drift"); err != nil {
+	if err = checkParams(q, "env", "health", "org", "drift", "cluster"); err != nil {
+		return
+	}
+	if f.cluster, err = optionalName(q, "cluster"); err != nil {
 		return
 	}
 	if f.env, err = oneOf(q, "env", paasEnvs); err != nil {
@@ -106,7 +119,9 @@ func parsePaaSFilter(q map[string][]string) (f paasFilter, err error) {
 	return
 }
 
-func (f paasFilter) key() string { return f.env + "|" + f.health + "|" + f.org + "|" + f.drift }
+func (f paasFilter) key() string {
+	return f.env + "|" + f.health + "|" + f.org + "|" + f.drift + "|" + f.cluster
+}
 
 func (f paasFilter) match(v *projection.AppView) bool {
 	h := v.Health
@@ -114,7 +129,7 @@ func (f paasFilter) match(v *projection.AppView) bool {
 		h = "unknown"
 	}
 	return (f.env == "" || v.Env == f.env) && (f.health == "" || h == f.health) &&
-		(f.org == "" || v.Org == f.org) && f.matchDrift(v.Drift.Severity)
+		(f.org == "" || v.Org == f.org) && (f.cluster == "" || v.Cluster == f.cluster) && f.matchDrift(v.Drift.Severity)
 }
 
 // driftAny is the drift filter of drift=1: yellow or red.

@@ -131,7 +131,8 @@ func (b *browser) chooseCluster(value string) {
 // filter keeps its choice in the URL and a load of that URL restores it;
 // a change in the second cluster reaches its row through the page's
 // EventSource while the filter is on; an App of the second cluster opens
-// with its cluster; a member of acme sees acme's Apps of both clusters and
+// with its cluster; the drift board shows each row's cluster and filters
+// by it; a member of acme sees acme's Apps of both clusters and
 // nothing else; and a user whose Apps are all in one cluster sees the
 // list as with one cluster, without the column or the filter.
 func TestClustersInBrowser(t *testing.T) {
@@ -236,6 +237,21 @@ func TestClustersInBrowser(t *testing.T) {
 	if v := eval[string](b, `document.querySelector('#f-cluster').value`); v != "staging" {
 		t.Errorf("the cluster select back from the App: %q", v)
 	}
+
+	// The drift board: a Cluster column, each row its App's cluster, and
+	// a cluster filter kept in the URL.
+	b.click("the drift board", "#board-link")
+	b.waitFor("the board's five rows", `document.querySelectorAll('#board-rows tr').length === 5`, 20*time.Second)
+	if head := eval[[]string](b, `[...document.querySelectorAll('#board thead th')].map(th => th.textContent)`); len(head) < 2 || head[1] != "Cluster" {
+		t.Errorf("the board's columns: %v, want Application, Cluster, …", head)
+	}
+	board := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('#board-rows tr')].map(tr => [tr.dataset.namespace + '/' + tr.querySelector('.app-name').textContent, tr.querySelector('.c-cluster')?.textContent || '']))`)
+	if !maps.Equal(board, want) {
+		t.Errorf("the board's rows and their clusters: %v, want %v", board, want)
+	}
+	eval[bool](b, `(s => { s.value = 'staging'; return s.dispatchEvent(new Event('change')); })(document.querySelector('#board-cluster'))`)
+	b.waitFor("staging's three board rows", `document.querySelectorAll('#board-rows tr').length === 3 && [...document.querySelectorAll('#board-rows tr')].every(tr => tr.dataset.cluster === 'staging') && new URLSearchParams(location.search).get('cluster') === 'staging'`, 20*time.Second)
+	b.screenshot(shots, "03b-board.png")
 	b.click("Log out", "#logout")
 	b.waitFor("signed out", `!!document.querySelector('#login')`, 20*time.Second)
 

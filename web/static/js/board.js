@@ -2,10 +2,13 @@
 // see on /v1/paas/apps (SuperAdmins and org admins), with its declared,
 // running and latest tags, the release source's state and every drift
 // flag with its message. The board stream keeps it live: a release
-// refresh that changes a row's verdict arrives as a MODIFIED.
+// refresh that changes a row's verdict arrives as a MODIFIED. With
+// several clusters, a Cluster column and a cluster filter (kept in the
+// URL as cluster=) appear.
 import {api} from './api.js';
 import {h, icon, replace} from './dom.js';
 import {LiveStream} from './stream.js';
+import {replaceQuery} from './router.js';
 import {errorBanner} from './ui.js';
 
 const severityTone = {ok: 'healthy', yellow: 'missing', red: 'degraded'};
@@ -50,6 +53,7 @@ function driftCell(d) {
 export class BoardView {
   constructor(root) {
     this.root = root;
+    this.cluster = new URLSearchParams(location.search).get('cluster') || '';
     this.rows = new Map();
     this.changed = new Set();
     this.stream = null;
@@ -67,17 +71,41 @@ export class BoardView {
     document.title = 'Drift board · deployd';
     this.summary = h('p', {class: 'page-sub', id: 'board-summary'}, 'Loading the board…');
     this.tbody = h('tbody', {id: 'board-rows'});
+    this.thead = h('thead');
+    this.head = null; // the columns' signature: rebuilt only when the Cluster column comes or goes
+    this.picker = h('span', {class: 'board-cluster'});
     this.body = h('div', {class: 'card table-card'}, h('div', {class: 'table-scroll'},
       h('table', {class: 'apps board', id: 'board'},
-        h('caption', {class: 'sr-only'}, 'Applications with their declared, running and latest tags and drift'),
-        h('thead', null, h('tr', null,
-          ['Application', 'Env', 'Declared', 'Running', 'Latest', 'Release source', 'Drift'].map((c) => h('th', {scope: 'col'}, c)))),
-        this.tbody)));
+        h('caption', {class: 'sr-only'}, 'Applications with their cluster, declared, running and latest tags and drift'),
+        this.thead, this.tbody)));
     replace(this.root, h('section', {class: 'view board-view', 'aria-labelledby': 'board-title'},
       h('div', {class: 'page-head'},
         h('div', null, h('h1', {id: 'board-title', tabindex: '-1'}, 'Drift board'), this.summary),
+        this.picker,
         h('a', {class: 'btn', href: '/'}, icon('back'), 'Applications')),
       this.body));
+  }
+
+  /** pick filters the board to one cluster ('' for all), kept in the URL. */
+  pick(cluster) {
+    this.cluster = cluster;
+    const q = new URLSearchParams(location.search);
+    if (cluster) q.set('cluster', cluster); else q.delete('cluster');
+    replaceQuery(q);
+    this.render();
+  }
+
+  /** columns renders the header and the cluster select when they change. */
+  columns(clusters, several) {
+    const sig = several ? [...clusters].sort().join(',') + '|' + this.cluster : '';
+    if (sig === this.head) return;
+    this.head = sig;
+    const names = ['Application', several ? 'Cluster' : null, 'Env', 'Declared', 'Running', 'Latest', 'Release source', 'Drift'].filter(Boolean);
+    replace(this.thead, h('tr', null, names.map((c) => h('th', {scope: 'col'}, c))));
+    replace(this.picker, several ? h('label', null, 'Cluster ',
+      h('select', {id: 'board-cluster', onchange: (e) => this.pick(e.target.value)},
+        h('option', {value: ''}, 'All clusters'),
+        [...clusters].sort().map((c) => h('option', {value: c, selected: c === this.cluster}, c)))) : null);
   }
 
   async load() {
@@ -113,15 +141,21 @@ export class BoardView {
 
   render() {
     this.frame = 0;
-    const rows = [...this.rows.values()].sort(compareRows);
+    const all = [...this.rows.values()];
+    const clusters = new Set(all.map((v) => v.cluster));
+    const several = clusters.size > 1 || !!this.cluster;
+    this.columns(clusters, several);
+    const rows = all.filter((v) => !this.cluster || v.cluster === this.cluster).sort(compareRows);
     const count = {ok: 0, yellow: 0, red: 0};
     for (const v of rows) count[v.drift.severity] = (count[v.drift.severity] || 0) + 1;
-    this.summary.textContent = `${rows.length} applications · ${count.red} red · ${count.yellow} yellow · ${count.ok} without drift`;
+    this.summary.textContent = `${rows.length} applications` + (several && !this.cluster ? ` in ${clusters.size} clusters` : '') +
+      (this.cluster ? ` in ${this.cluster}` : '') + ` · ${count.red} red · ${count.yellow} yellow · ${count.ok} without drift`;
     replace(this.tbody, rows.map((v) => {
       const key = rowKey(v);
-      const tr = h('tr', {dataset: {id: v.id, namespace: v.namespace, severity: v.drift.severity}, class: this.changed.has(key) ? 'changed' : null},
+      const tr = h('tr', {dataset: {id: v.id, namespace: v.namespace, cluster: v.cluster, severity: v.drift.severity}, class: this.changed.has(key) ? 'changed' : null},
         h('td', {class: 'c-name'}, h('span', {class: 'app-name'}, v.app),
           h('span', {class: 'sub'}, `${v.org} · ${v.namespace}` + (v.repo ? ` · ${v.registry ? v.registry + '/' : ''}${v.repo}` : ''))),
+        several ? h('td', {class: 'c-cluster'}, v.cluster) : null,
         h('td', null, v.env),
         h('td', {class: 'c-rev c-declared'}, tag(v.declaredTag)),
         h('td', {class: 'c-rev c-running'}, tag(v.runningTag)),
