@@ -66,6 +66,24 @@ func managedApp(ns, name, tag string) map[string]any {
 	}
 }
 
+// storeOf is a store of cfg holding objs.
+func storeOf(t *testing.T, cfg projection.Config, objs ...map[string]any) *projection.Store {
+	t.Helper()
+	store := projection.NewStore(cfg)
+	var batch []projection.Change
+	for _, o := range objs {
+		d, err := projection.Decode(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, projection.Change{Op: projection.Upsert, Object: d})
+	}
+	if _, err := store.Apply(batch...); err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
 // TestEngineOfEachCluster: with several clusters, each cluster's engine is
 // its own: the engine routes take ?cluster= (the first cluster's engine
 // when absent; a 400 naming the clusters for one deployd does not serve; a
@@ -83,18 +101,7 @@ func TestEngineOfEachCluster(t *testing.T) {
 		{Name: "staging", Server: "https://staging.example:6443", Namespaces: cfg.Namespaces, Engine: &stagingSrc, EngineInstance: "universe"},
 		{Name: "qa", Server: "https://qa.example:6443", Namespaces: cfg.Namespaces},
 	}
-	store := projection.NewStore(cfg)
-	var batch []projection.Change
-	for _, o := range []map[string]any{managedApp("hanzo", "iam", "v1.2.0"), managedApp("hanzo.staging", "iam", "v1.2.0"), managedApp("hanzo.qa", "iam", "v1.2.0")} {
-		d, err := projection.Decode(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		batch = append(batch, projection.Change{Op: projection.Upsert, Object: d})
-	}
-	if _, err := store.Apply(batch...); err != nil {
-		t.Fatal(err)
-	}
+	store := storeOf(t, cfg, managedApp("hanzo", "iam", "v1.2.0"), managedApp("hanzo.staging", "iam", "v1.2.0"), managedApp("hanzo.qa", "iam", "v1.2.0"))
 	env := newServerEnvWith(t, func(d *Deps) {
 		d.Projection, d.Snapshots = cfg, store
 		d.Engine = firstGit

@@ -17,18 +17,7 @@ import (
 func TestBoardClusters(t *testing.T) {
 	cfg := testProjectionConfig()
 	cfg.Clusters = []projection.ClusterRef{{Name: "staging", Server: "https://staging.example:6443", Namespaces: cfg.Namespaces}}
-	store := projection.NewStore(cfg)
-	var batch []projection.Change
-	for _, o := range []map[string]any{managedApp("hanzo", "iam", "v1.0.0"), managedApp("hanzo.staging", "iam", "v2.0.0"), managedApp("hanzo.staging", "kms", "v1.0.0")} {
-		d, err := projection.Decode(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		batch = append(batch, projection.Change{Op: projection.Upsert, Object: d})
-	}
-	if _, err := store.Apply(batch...); err != nil {
-		t.Fatal(err)
-	}
+	store := storeOf(t, cfg, managedApp("hanzo", "iam", "v1.0.0"), managedApp("hanzo.staging", "iam", "v2.0.0"), managedApp("hanzo.staging", "kms", "v1.0.0"))
 	env := newServerEnvWith(t, func(d *Deps) { d.Projection, d.Snapshots = cfg, store })
 	root := env.token(t, userRoot, time.Hour)
 	rows := func(path string) map[string]string {
