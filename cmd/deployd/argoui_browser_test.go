@@ -378,17 +378,7 @@ func TestStockArgoUI(t *testing.T) {
 	setBackend(env.URL)
 	env.waitReady(t, 30*time.Second)
 
-	shots, err := os.MkdirTemp("", "deployd-argoui-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("screenshots of every step: %s", shots)
-		} else {
-			os.RemoveAll(shots)
-		}
-	})
+	shots := shotsDir(t, "deployd-argoui-")
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	// Each visit loads the page afresh, as a bookmark does. Chromium would
@@ -724,17 +714,7 @@ func TestStockArgoUIClusters(t *testing.T) {
 	_, staging, m, d := twoClusterFleet(t, "DEPLOY_PUBLIC_URL="+front.URL)
 	setBackend(d.base)
 
-	shots, err := os.MkdirTemp("", "deployd-argoui-clusters-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("screenshots of every step: %s", shots)
-		} else {
-			os.RemoveAll(shots)
-		}
-	})
+	shots := shotsDir(t, "deployd-argoui-clusters-")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	b := newBrowser(t, ctx, chromedp.Flag("disable-features", "BackForwardCache"))

@@ -44,6 +44,24 @@ const sseRecorder = `(() => {
   };
 })()`
 
+// shotsDir is a folder for a browser test's screenshots, named in the log
+// when the test fails and removed when it passes.
+func shotsDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("screenshots: %s", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	})
+	return dir
+}
+
 // pageRow is a row of the page's list as the test reads it.
 type pageRow struct {
 	Key, Cluster, Cell, Rev string
@@ -138,17 +156,7 @@ func (b *browser) chooseCluster(value string) {
 func TestClustersInBrowser(t *testing.T) {
 	requireChromium(t)
 	_, staging, m, d := twoClusterFleet(t)
-	shots, err := os.MkdirTemp("", "deployd-clusters-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("screenshots: %s", shots)
-		} else {
-			os.RemoveAll(shots)
-		}
-	})
+	shots := shotsDir(t, "deployd-clusters-")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	b := newBrowser(t, ctx)
