@@ -138,6 +138,21 @@ func (p Position) Max(q Position) Position {
 	return Position{v}
 }
 
+// Within is p without the parts of the clusters held holds nothing of: a
+// part is 0 where held's is. A replica at held has folded nothing of
+// such a cluster (it has not answered since the replica started), so of
+// p it can only have the other parts. With one cluster, p unless held is
+// the zero Position.
+func (p Position) Within(held Position) Position {
+	out := p
+	for i := range p.parts() {
+		if held.Of(i) == 0 && p.Of(i) != 0 {
+			out = out.With(i, 0)
+		}
+	}
+	return out
+}
+
 // IsZero reports whether no cluster has a part.
 func (p Position) IsZero() bool {
 	if p.v != nil {

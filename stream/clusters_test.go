@@ -33,12 +33,23 @@ type replica struct {
 
 func newReplica(t *testing.T, initial []projection.Change) *replica {
 	t.Helper()
+	return newReplicaWith(t, initial, stream.Options{Batch: -1}, nil)
+}
+
+// newReplicaWith is newReplica with the hub's options, told it synced at
+// listed(the fold's position) (nil: the fold's position).
+func newReplicaWith(t *testing.T, initial []projection.Change, opts stream.Options, listed func(projection.Position) projection.Position) *replica {
+	t.Helper()
 	r := &replica{store: projection.NewStore(twoClusters())}
 	if _, err := r.store.Apply(initial...); err != nil {
 		t.Fatal(err)
 	}
-	r.hub = stream.NewHub(r.store, stream.Options{Batch: -1})
-	r.hub.Synced(r.store.Snapshot().Position)
+	r.hub = stream.NewHub(r.store, opts)
+	at := r.store.Snapshot().Position
+	if listed != nil {
+		at = listed(at)
+	}
+	r.hub.Synced(at)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { defer close(ran); r.hub.Run(ctx) }()

@@ -72,7 +72,9 @@
 //
 //  1. If this replica has not folded M yet (M is newer than its snapshot),
 //     it waits, up to ResumeWait (5 s): replicas are normally milliseconds
-//     apart.
+//     apart. A cluster this replica holds nothing of (it has not answered
+//     since the replica started) is not waited for: the client keeps what
+//     it holds of it, and every id it is given keeps M's part of it.
 //  2. If the ring covers M — the replica has synced, and M is at or above
 //     the ring's floor position — the changes after M are replayed from
 //     the ring (records of positions after M) and the stream goes live. A
@@ -87,8 +89,10 @@
 //     tree holds an object newer than M, or lost one after M
 //     (projection.App.Removed), are MODIFIED (their current version); rows
 //     seen then and not now (deleted, or moved out of the caller's scope)
-//     are DELETED with what they were. The last event carries the
-//     snapshot's position; the stream goes on from the ring after it. One
+//     are DELETED with what they were. A cluster this replica holds
+//     nothing of is not asked of the history. The last event carries the
+//     snapshot's position (with M's part of such a cluster); the stream
+//     goes on from the ring after it. One
 //     History answer serves every stream resuming from one position (a
 //     replica that has just started takes many at once), and the last few
 //     are kept.
@@ -97,17 +101,33 @@
 //     "event: reset", then the full burst.
 //
 // The ring's floor position is set when the replica has synced
-// (Hub.Synced): the newest resourceVersion its initial lists and watches
-// had reached. Every change after it is in the ring; one at or before it
-// that the ring lacks is one a client at or past the floor already has.
-// As records leave the ring, the floor moves up to theirs.
+// (Hub.Synced): the fold's position then, in each cluster the newest
+// resourceVersion of an object folded (0 for a cluster that did not
+// answer), as every snapshot, record and client position is written.
+// Every change after it is in the ring; one at or before it that the ring
+// lacks is one a client at or past the floor already has. As records
+// leave the ring, the floor moves up to theirs.
+//
+// With several clusters a record is seen by a client whose position
+// covers the record's own cluster's part, whatever the others: replicas
+// fold the clusters' changes interleaved in different orders. So an id
+// given to a resumed client is never behind its position in any part (it
+// holds everything its position covers, and every record up to the one
+// the id comes with), and a record the hub fans out after the client
+// joined that its position's part of the record's cluster covers (a change
+// it saw on another replica, folded here after the client's resume began)
+// is not sent again.
 //
 // What a position cannot tell: each watch delivers its resource in order,
 // but two watches (Deployments, Pods) may deliver with a few milliseconds
 // between them, so a change can be folded after a newer change of another
 // resource. A client given the newer position by one replica in that
 // window, and resumed by another that folded both, misses the older
-// change until its row changes again. History's MODIFIED also relies,
+// change until its row changes again. The same holds, for longer, for a
+// cluster that first answers after the replica is ready: its initial
+// lists are folded kind by kind as they arrive, so its rows go out
+// incomplete (an App before its ReplicaSets) at positions that, once the
+// lists are folded, name them complete. History's MODIFIED also relies,
 // for an object removed from a row's tree before this replica started, on
 // the row holding another object newer than M (the owner's status, as the
 // controllers write it when they remove a child).

@@ -90,26 +90,31 @@ const historyTimeout = 30 * time.Second
 // that it did not see at pos are ADDED, those it sees both then and now
 // whose tree holds an object newer than pos are MODIFIED, and those it saw
 // then and not now are DELETED (carrying the row as it was); the last
-// carries the snapshot's position as its id; the stream goes on from the ring
-// after the snapshot's revision. false (nothing written): no history (none
+// carries the position the client then holds as its id (the snapshot's,
+// and pos's part of a cluster this replica holds nothing of: the client
+// keeps what it holds of it, which is not asked of the history); the
+// stream goes on from the ring after the snapshot's revision. It answers
+// that revision and position. false (nothing written): no history (none
 // configured, not synced, compacted, failed): the client is reset.
-func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos projection.Position) (uint64, bool) {
+func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos projection.Position) (uint64, projection.Position, bool) {
 	h.mu.Lock()
 	synced := h.synced
 	h.mu.Unlock()
 	if h.hist == nil || !synced {
-		return 0, false
+		return 0, projection.Position{}, false
 	}
-	past, err := h.hist.at(ctx, pos)
+	snap := h.src.Snapshot()
+	asked := pos.Within(snap.Position)
+	past, err := h.hist.at(ctx, asked)
 	if errors.Is(err, ErrHistoryGone) {
 		h.log.Info("stream resume: the cluster no longer holds the client's position; resetting it", "position", pos)
-		return 0, false
+		return 0, projection.Position{}, false
 	}
 	if err != nil {
 		h.log.Warn("stream resume: reading the cluster's history failed; resetting the client", "position", pos, "err", err)
-		return 0, false
+		return 0, projection.Position{}, false
 	}
-	snap := h.src.Snapshot()
+	at := snap.Position.Max(pos)
 	rows := spec.rows(snap)
 	was := make(map[projection.AppKey]*projection.PastRow, len(past.Rows))
 	for i := range past.Rows {
@@ -125,7 +130,7 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 		switch {
 		case !ok:
 			frames = append(frames, spec.encode(projection.Added, a.ApplicationJSON()))
-		case p.Row != a.Row || a.Changed(pos):
+		case p.Row != a.Row || a.Changed(asked):
 			frames = append(frames, spec.encode(projection.Modified, a.ApplicationJSON()))
 		}
 	}
@@ -140,18 +145,18 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 	h.replayEncodings.Add(uint64(len(frames)))
 	for i, f := range frames {
 		if i%64 == 0 && (ctx.Err() != nil || out.err != nil) {
-			return 0, false
+			return 0, projection.Position{}, false
 		}
 		if i == len(frames)-1 {
-			out.write(appendID(nil, snap.Position))
+			out.write(appendID(nil, at))
 		}
 		out.write(f)
 	}
 	if len(frames) == 0 {
-		out.write(append(appendID(nil, snap.Position), '\n'))
+		out.write(append(appendID(nil, at), '\n'))
 	}
 	h.historyResumes.Add(1)
-	return snap.Revision, out.flush() == nil
+	return snap.Revision, at, out.flush() == nil
 }
 
 func compareKeys(a, b projection.AppKey) int {

@@ -404,7 +404,7 @@ func (h *Hub) fanOut(rec *record) {
 			} else {
 				h.idViews = append(h.idViews, v)
 			}
-			v.held, v.heldRev, v.heldPos = frame, rec.rev, rec.pos
+			v.held, v.heldRev, v.heldPos, v.heldCluster = frame, rec.rev, rec.pos, rec.cluster
 		}
 	}
 	for t := range h.trees[rec.key] {
@@ -500,7 +500,7 @@ func (h *Hub) join(s *subscriber, spec *view, rev uint64, pos projection.Positio
 	}
 	s.index = len(v.subs)
 	v.subs = append(v.subs, s)
-	s.view, s.after, s.afterPos = v, rev, pos
+	s.view, s.after, s.afterPos, s.joinPos = v, rev, pos, h.pos
 }
 
 // queueIDs ends a batch: each view holding back a frame of it queues the
@@ -536,11 +536,15 @@ func (h *Hub) queueHeld(v *view, withID bool) {
 }
 
 // queueHeldTo queues a view's held frame to one of its subscribers if it
-// is due to it, after the id line id when that is not nil. Called with
-// h.mu held.
+// is due to it, after the id line id when that is not nil. An id is never
+// behind the position the client resumed from, in any cluster. Called
+// with h.mu held.
 func (h *Hub) queueHeldTo(v *view, s *subscriber, id []byte) {
-	if v.held == nil || v.heldRev <= s.after || s.afterPos.Covers(v.heldPos) {
+	if v.held == nil || v.heldRev <= s.after || s.afterPos.Covers(v.heldPos) || s.sawElsewhere(v.heldPos, int(v.heldCluster)) {
 		return
+	}
+	if id != nil && !v.heldPos.Covers(s.afterPos) {
+		id = appendID(nil, v.heldPos.Max(s.afterPos))
 	}
 	if id != nil && !s.push(id) {
 		h.cutSlow(s)
@@ -550,13 +554,24 @@ func (h *Hub) queueHeldTo(v *view, s *subscriber, id []byte) {
 }
 
 // Synced marks the projection as holding the whole cluster as of position
-// listed (the newest resourceVersion its initial lists were taken at):
-// from now on the ring holds every change after it. Before Synced, a
-// stream resuming from a position is reset. Call it once the initial
-// lists are folded (and their deltas published).
+// listed (the newest resourceVersion its initial lists were taken at; 0
+// for a cluster that did not answer): from now on the ring holds every
+// change after the fold's position now, in the clusters listed. Before
+// Synced, a stream resuming from a position is reset. Call it once the
+// initial lists are folded (and their deltas published).
+//
+// The ring's floor (and the heartbeat's id) is the fold's position, not
+// listed: a part of it is the newest resourceVersion of an object folded,
+// the form every snapshot, record and client position has, the same on
+// every replica that folded the same objects. A list's resourceVersion
+// may be newer in a part (the API server's bookmarks, objects no row
+// reads) with no change the fold holds in between: taken as the floor it
+// would put every client of another replica behind it in a cluster that
+// does not change, and a heartbeat's id ahead of the records after it.
 func (h *Hub) Synced(listed projection.Position) {
+	at := h.src.Snapshot().Position.Within(listed)
 	h.inMu.Lock()
-	h.syncAt, h.syncPos = len(h.inbox), listed
+	h.syncAt, h.syncPos = len(h.inbox), at
 	h.inMu.Unlock()
 	select {
 	case h.wake <- struct{}{}:
@@ -566,10 +581,10 @@ func (h *Hub) Synced(listed projection.Position) {
 
 // markSynced is Synced, in Run, after the deltas published before it.
 // Called with h.mu held.
-func (h *Hub) markSynced(listed projection.Position) {
+func (h *Hub) markSynced(at projection.Position) {
 	h.queueIDs()
 	h.synced = true
-	h.pos = h.pos.Max(listed)
+	h.pos = h.pos.Max(at)
 	h.ring.reset(h.ring.last(), h.pos, true)
 }
 

@@ -74,7 +74,7 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 			after = pos
 		} else if ctx.Err() != nil {
 			return
-		} else if rev, ok = h.fromHistory(ctx, out, spec, pos); !ok {
+		} else if rev, after, ok = h.fromHistory(ctx, out, spec, pos); !ok {
 			if ctx.Err() != nil || out.err != nil {
 				return
 			}
@@ -131,7 +131,10 @@ func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec 
 // initial lists are folded) and folded position pos, and returns the
 // revision after which the ring holds the changes since pos. false: the
 // ring does not cover pos (it is older than the ring, or this replica has
-// not synced or not reached it in time).
+// not synced or not reached it in time). A cluster this replica holds
+// nothing of (it has not answered since the replica started) is not
+// waited for: the client keeps what it holds of it, its ids keep its part,
+// and once the cluster answers its changes after that part come live.
 func (h *Hub) resumable(ctx context.Context, pos projection.Position) (uint64, bool) {
 	// Wall time, not the injected clock: this waits for the fold, which no
 	// test clock drives.
@@ -140,7 +143,7 @@ func (h *Hub) resumable(ctx context.Context, pos projection.Position) (uint64, b
 		h.mu.Lock()
 		synced := h.synced
 		h.mu.Unlock()
-		if synced && h.src.Snapshot().Position.Covers(pos) {
+		if snap := h.src.Snapshot().Position; synced && snap.Covers(pos.Within(snap)) {
 			break
 		}
 		if !time.Now().Before(deadline) || !sleepCtx(ctx, resumePoll) {
@@ -209,7 +212,12 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 		delete(h.catching, s)
 		h.mu.Unlock()
 	}()
-	// The newest frame of a position is held back to carry its id.
+	// The newest frame of a position is held back to carry its id. An id
+	// is never behind pos in any cluster: this replica may have folded a
+	// change of one cluster the client saw elsewhere after another
+	// cluster's it had not seen, and a client given the record's own
+	// position would, after a cut, be sent the first change again. The
+	// client holds everything pos covers and every record up to this one.
 	var held []byte
 	heldPos := pos
 	// seenPast is the position of the last record skipped as seen that
@@ -222,7 +230,7 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 	flushHeld := func(withID bool) {
 		if held != nil {
 			if withID {
-				out.write(appendID(nil, heldPos))
+				out.write(appendID(nil, heldPos.Max(pos)))
 			}
 			out.write(held)
 			held = nil
@@ -240,7 +248,7 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 			// last of its position. It is queued, not written, under the
 			// lock, ahead of anything live.
 			delete(h.catching, s)
-			id := heldPos
+			id := heldPos.Max(pos)
 			if seenMoved {
 				id = id.Max(seenPast)
 			}

@@ -15,8 +15,15 @@ type subscriber struct {
 	// afterPos: frames of positions at or below it are not queued (the
 	// position the client resumed from).
 	afterPos projection.Position
-	index    int  // in view.subs
-	touched  bool // in Hub.touched
+	// joinPos is the hub's position when it joined its view. A client may
+	// resume from a position the fold holds but the hub has not fanned out
+	// yet (it saw a change elsewhere that this replica folded after
+	// another cluster's it had not seen): a record the hub fans out after
+	// it joined that afterPos's part of the record's own cluster covers is
+	// one it saw.
+	joinPos projection.Position
+	index   int  // in view.subs
+	touched bool // in Hub.touched
 	// While it replays the ring (in Hub.catching): the revision it has
 	// written up to, and how far behind the ring's end it started.
 	replayed, lag uint64
@@ -27,6 +34,16 @@ type subscriber struct {
 	pending [][]byte
 	spare   [][]byte
 	wake    chan struct{}
+}
+
+// sawElsewhere reports whether the client saw, on another replica, the
+// change of cluster c at position pos that the hub fans out after it
+// joined: afterPos covers pos's part of c, which the hub had not reached
+// when it joined. A record at the hub's own position of c when it joined
+// (a cluster's condition, which no resourceVersion moves) is not one.
+func (s *subscriber) sawElsewhere(pos projection.Position, c int) bool {
+	own := pos.Of(c)
+	return own <= s.afterPos.Of(c) && own > s.joinPos.Of(c)
 }
 
 // push queues a frame without blocking; false when the queue is full.

@@ -18,11 +18,12 @@ type view struct {
 	fields *fieldTree // nil: whole events
 	subs   []*subscriber
 	// held is the newest frame of the batch being fanned out, held back
-	// to carry the batch's id (in Hub.idViews while set); heldRev and
-	// heldPos are its record's.
-	held    []byte
-	heldRev uint64
-	heldPos projection.Position
+	// to carry the batch's id (in Hub.idViews while set); heldRev,
+	// heldPos and heldCluster are its record's.
+	held        []byte
+	heldRev     uint64
+	heldPos     projection.Position
+	heldCluster uint16
 }
 
 func newView(scope auth.Scope, f AppFilter) *view {
