@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -100,15 +99,13 @@ func measureReplicas(tb testing.TB, cfg compareConfig, c *clustertest.Cluster, i
 		px      *rrProxy
 		clients = func(base string) {
 			rv := listRV(tb, listHC, base+"/v1/deploy/applications", root)
-			pos, err := strconv.ParseUint(rv, 10, 64)
-			if err != nil {
-				tb.Fatalf("list resourceVersion %q: %v", rv, err)
-			}
 			cctx, cancel := context.WithCancel(tb.Context())
 			cs = cs[:0]
 			for range cfg.upgradeClients {
 				cl := newESClient(base+streamsPath, root, hc, apps)
-				cl.lastID = pos
+				if err := cl.resumeAt(rv); err != nil {
+					tb.Fatalf("list resourceVersion: %v", err)
+				}
 				cl.start(cctx)
 				cs = append(cs, cl)
 			}

@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,18 +22,122 @@ import (
 
 // appIndex numbers the fleet's Apps ("namespace/name" → index), shared by
 // every client: a view is a slice of tag hashes by index, so ten thousand
-// clients of a ten-thousand-App fleet hold 8 bytes per App each.
+// clients of a ten-thousand-App fleet hold 8 bytes per App each. With
+// several clusters, another cluster's namespaces are qualified
+// ("<namespace>.<cluster>", as deployd names them) and each App knows its
+// cluster.
 type appIndex struct {
 	idx  map[string]int32
 	keys []string
+	// clusters are the clusters' names, the first's first, as deployd's
+	// positions name them; nil with one cluster (positions are decimals).
+	clusters []string
+	// cluster is each App's cluster, by index in clusters (0: the first).
+	cluster []uint8
 }
 
-func newAppIndex(keys []string) *appIndex {
-	ix := &appIndex{idx: make(map[string]int32, len(keys)), keys: keys}
+func newAppIndex(keys []string) *appIndex { return newClustersAppIndex(nil, keys) }
+
+// newClustersAppIndex indexes the Apps of the clusters names (nil or one
+// name: one cluster).
+func newClustersAppIndex(names, keys []string) *appIndex {
+	if len(names) > esParts {
+		panic(fmt.Sprintf("%d clusters: a client position holds %d parts", len(names), esParts))
+	}
+	if len(names) <= 1 {
+		names = nil
+	}
+	ix := &appIndex{idx: make(map[string]int32, len(keys)), keys: keys, clusters: names, cluster: make([]uint8, len(keys))}
 	for i, k := range keys {
 		ix.idx[k] = int32(i)
+		ns, _, _ := strings.Cut(k, "/")
+		if _, name, ok := strings.Cut(ns, "."); ok {
+			ix.cluster[i] = uint8(max(slices.Index(names, name), 0))
+		}
 	}
 	return ix
+}
+
+// esParts bounds the clusters a client's position has parts for.
+const esParts = 4
+
+// esPos is a stream position as a client judges it: the resourceVersion
+// of each cluster, by its index in appIndex.clusters (one cluster: part
+// 0). deployd writes it as a decimal with one cluster and as
+// "<cluster>=<rv>,…" with several (projection.Position). Positions are
+// ordered part by part: two clusters' resourceVersions are never
+// compared. The zero esPos is no position.
+type esPos [esParts]uint64
+
+// isZero reports whether p is no position.
+func (p esPos) isZero() bool { return p == esPos{} }
+
+// covers reports whether p is at or past q in every cluster.
+func (p esPos) covers(q esPos) bool {
+	for i := range p {
+		if q[i] > p[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// max is the newer of p and q in every part.
+func (p esPos) max(q esPos) esPos {
+	for i := range p {
+		p[i] = max(p[i], q[i])
+	}
+	return p
+}
+
+// format writes p as deployd does for the clusters names.
+func (p esPos) format(names []string) string {
+	if len(names) <= 1 {
+		return strconv.FormatUint(p[0], 10)
+	}
+	var b []byte
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(append(append(b, n...), '='), p[i], 10)
+	}
+	return string(b)
+}
+
+// parseESPos reads an id as a client of the clusters names holds it: a
+// decimal is the first cluster's part; "<cluster>=<rv>,…" gives parts by
+// name, one it leaves out at 0. false: not a position of these clusters
+// (a name deployd does not read, or not a number); the zero esPos then.
+func parseESPos(b []byte, names []string) (esPos, bool) {
+	var p esPos
+	if bytes.IndexByte(b, '=') < 0 {
+		rv, err := strconv.ParseUint(string(b), 10, 64)
+		p[0] = rv
+		return p, err == nil
+	}
+	if len(names) <= 1 {
+		return esPos{}, false
+	}
+	for len(b) > 0 {
+		part := b
+		if i := bytes.IndexByte(b, ','); i >= 0 {
+			part, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		name, num, ok := bytes.Cut(part, []byte("="))
+		if !ok {
+			return esPos{}, false
+		}
+		i := slices.Index(names, string(name))
+		rv, err := strconv.ParseUint(string(num), 10, 64)
+		if i < 0 || err != nil {
+			return esPos{}, false
+		}
+		p[i] = rv
+	}
+	return p, true
 }
 
 // tagSeed hashes tags the same way in every view and in the truth.
@@ -42,10 +149,10 @@ func tagHash(tag []byte) uint64 { return maphash.Bytes(tagSeed, tag) | 1 }
 // esConn is one connection of a client: what it sent and what it was told.
 type esConn struct {
 	At     time.Time
-	Sent   uint64 // the Last-Event-ID sent, 0 when none
-	Status int    // the HTTP status; 0 when no response came (refused, deployd down)
-	Reset  bool   // "event: reset" came before any other event
-	First  uint64 // the id of the first event with data after the position (0 when none)
+	Sent   esPos // the Last-Event-ID sent, zero when none
+	Status int   // the HTTP status; 0 when no response came (refused, deployd down)
+	Reset  bool  // "event: reset" came before any other event
+	First  esPos // the id of the first event with data after the position (zero when none)
 	Events int
 	Ended  time.Time
 }
@@ -72,15 +179,20 @@ type esClient struct {
 	slow      atomic.Int64 // when > 0, read at most this many bytes a second
 	bytesRead atomic.Int64 // bytes read from streams
 	measure   atomic.Bool  // record the latency of stamped changes
+	// measureFrom: while measuring, only changes sent at or after it
+	// (Unix nanoseconds) are recorded.
+	measureFrom atomic.Int64
 
 	mu         sync.Mutex
 	view       []uint64          // by appIndex; 0 absent
 	extra      map[string]uint64 // rows that are no App of the index (CD Applications, sites)
-	lastID     uint64
+	lastID     esPos             // the client's position: the last id it was given
+	lastText   string            // that id as written, sent back as Last-Event-ID
 	retry      time.Duration
 	conns      []esConn
 	lat        []time.Duration
-	regress    int // ids that went backwards within a connection
+	regress    int // ids that went backwards within a connection (in any cluster's part)
+	badIDs     int // ids that are no position of the index's clusters
 	resets     int
 	cancelConn context.CancelFunc
 	dropDelay  time.Duration // set by drop: the wait before the next connection
@@ -155,8 +267,8 @@ func (c *esClient) connect(ctx context.Context) {
 	defer cancel()
 	c.mu.Lock()
 	c.cancelConn = cancel
-	at, sent := time.Now(), c.lastID
-	if sent == 0 {
+	at, sent, sentText := time.Now(), c.lastID, c.lastText
+	if sent.isZero() {
 		clear(c.view)
 		clear(c.extra)
 	}
@@ -164,8 +276,8 @@ func (c *esClient) connect(ctx context.Context) {
 	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, c.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	if sent != 0 {
-		req.Header.Set("Last-Event-ID", strconv.FormatUint(sent, 10))
+	if !sent.isZero() {
+		req.Header.Set("Last-Event-ID", sentText)
 	}
 	c.mu.Lock()
 	hc := c.hc
@@ -208,14 +320,28 @@ var (
 	fieldRev    = []byte(`","revision":"`)
 )
 
+// resumeAt sets the client's position to the id text (a list's
+// metadata.resourceVersion, say), as if a stream had given it.
+func (c *esClient) resumeAt(text string) error {
+	p, ok := parseESPos([]byte(text), c.apps.clusters)
+	if !ok {
+		return fmt.Errorf("%q is no position of the clusters %v", text, c.apps.clusters)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastID, c.lastText = p, text
+	return nil
+}
+
 // read parses one stream until it ends.
 func (c *esClient) read(body io.Reader, cur int) {
 	br := bufio.NewReaderSize(&throttle{r: body, rate: &c.slow, n: &c.bytesRead}, 8<<10)
 	var (
 		long           []byte // a line longer than the buffer
-		id             uint64
+		id             esPos
+		idText         []byte // id as written
 		hasID, isReset bool
-		connMax        uint64
+		connMax        esPos
 	)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -239,16 +365,25 @@ func (c *esClient) read(body io.Reader, cur int) {
 					c.track.position(c.lastID, id)
 				}
 				c.lastID = id
-				if id < connMax {
+				if c.lastText != string(idText) {
+					c.lastText = string(idText)
+				}
+				if !id.covers(connMax) {
 					c.regress++
 				}
 				c.mu.Unlock()
-				connMax = max(connMax, id)
+				connMax = connMax.max(id)
 			}
 			hasID, isReset = false, false
 		case line[0] == ':':
 		case bytes.HasPrefix(line, prefixID):
-			id, _ = strconv.ParseUint(string(line[len(prefixID):]), 10, 64)
+			idText = append(idText[:0], line[len(prefixID):]...)
+			var ok bool
+			if id, ok = parseESPos(idText, c.apps.clusters); !ok {
+				c.mu.Lock()
+				c.badIDs++
+				c.mu.Unlock()
+			}
 			hasID = true
 		case bytes.HasPrefix(line, prefixEvent):
 			isReset = string(line[len(prefixEvent):]) == "reset"
@@ -279,7 +414,7 @@ func (c *esClient) read(body io.Reader, cur int) {
 }
 
 // apply sets or removes one App of the view from an event's data.
-func (c *esClient) apply(data []byte, cur int, id uint64, hasID bool) {
+func (c *esClient) apply(data []byte, cur int, id esPos, hasID bool) {
 	typ := valueAfter(data, fieldType)
 	i := bytes.Index(data, fieldMeta)
 	if typ == nil || i < 0 {
@@ -302,7 +437,7 @@ func (c *esClient) apply(data []byte, cur int, id uint64, hasID bool) {
 	defer c.mu.Unlock()
 	cn := &c.conns[cur]
 	cn.Events++
-	if cn.First == 0 && hasID && id > cn.Sent {
+	if cn.First.isZero() && hasID && !cn.Sent.covers(id) {
 		cn.First = id
 	}
 	ix, ok := c.apps.idx[string(c.key)]
@@ -320,7 +455,7 @@ func (c *esClient) apply(data []byte, cur int, id uint64, hasID bool) {
 		old := c.view[ix]
 		c.view[ix] = h
 		if old != h && c.measure.Load() {
-			if t, ok := stampIn(tag); ok {
+			if t, ok := stampIn(tag); ok && t.UnixNano() >= c.measureFrom.Load() {
 				c.lat = append(c.lat, time.Since(t))
 			}
 		}
@@ -416,7 +551,7 @@ func (c *esClient) synced() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(c.conns)
-	return c.lastID != 0 && n > 0 && c.conns[n-1].Status == http.StatusOK && c.conns[n-1].Ended.IsZero()
+	return !c.lastID.isZero() && n > 0 && c.conns[n-1].Status == http.StatusOK && c.conns[n-1].Ended.IsZero()
 }
 
 // takeLatencies returns and forgets the latencies recorded so far.

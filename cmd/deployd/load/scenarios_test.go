@@ -66,7 +66,7 @@ func chaosKill(t *testing.T, e *chaosEnv, row *chaosRow) {
 				first = false
 				if cn.Reset {
 					resets++
-				} else if cn.Sent != 0 {
+				} else if !cn.Sent.isZero() {
 					resumed++
 				}
 			}
@@ -147,7 +147,7 @@ func chaosStorm(t *testing.T, e *chaosEnv, row *chaosRow) {
 			return false
 		}
 		for _, cn := range c.connsSince(at) {
-			if cn.Status == http.StatusOK && cn.First != 0 {
+			if cn.Status == http.StatusOK && !cn.First.isZero() {
 				return true
 			}
 		}
@@ -171,7 +171,7 @@ func chaosStorm(t *testing.T, e *chaosEnv, row *chaosRow) {
 				refused++
 			case cn.Reset:
 				reset++
-			case cn.First != 0 && cn.First <= cn.Sent:
+			case !cn.First.isZero() && cn.Sent.covers(cn.First):
 				gaps++
 			default:
 				resumed++
@@ -355,7 +355,7 @@ func chaosSlow(t *testing.T, e *chaosEnv, row *chaosRow) {
 	}
 	waitAll(t, slow, e.sc.converge, "resumed", func(_ int, c *esClient) bool {
 		for _, cn := range c.connsSince(recoverAt) {
-			if cn.Status == http.StatusOK && cn.First != 0 {
+			if cn.Status == http.StatusOK && !cn.First.isZero() {
 				return true
 			}
 		}
@@ -406,9 +406,9 @@ func tallyResumes(cs []*esClient, t time.Time) (resumed, reset, gaps int) {
 			case cn.Status != http.StatusOK:
 			case cn.Reset:
 				reset++
-			case cn.First != 0 && cn.First <= cn.Sent:
+			case !cn.First.isZero() && cn.Sent.covers(cn.First):
 				gaps++
-			case cn.Sent != 0:
+			case !cn.Sent.isZero():
 				resumed++
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -71,6 +73,15 @@ import (
 //     must equal the API server's current LIST in its scope (what
 //     converge compares: each App's spec.image.tag, and no row of no
 //     kind).
+//
+// With several clusters (streams_clusters_test.go) a position is one
+// resourceVersion per cluster (esPos) and the counts are judged part by
+// part: an event by its own cluster's part of its position, an id going
+// back when any part does, and a view at P compared with each cluster's
+// LIST at its part of P (another cluster's namespaces qualified
+// <namespace>.<cluster>, a tenant seeing its namespace in each). A change
+// of status.conditions alone (a cluster that does not answer, which each
+// replica tells at no new position of it) is counted apart.
 
 // streamsPath is the applications stream the clients read.
 const streamsPath = "/v1/deploy/stream/applications"
@@ -88,41 +99,93 @@ var (
 // esPending is a data event applied but whose position has not come yet.
 type esPending struct {
 	identical, deleted bool
-	rv                 uint64 // the App's metadata.resourceVersion; 0 when none or not a number
+	// condition: the version held but for its status.conditions, with a
+	// condition on either (see esTrack.held).
+	condition bool
+	cluster   uint8  // the App's cluster (appIndex.cluster)
+	ix        int32  // the App
+	rv        uint64 // the App's metadata.resourceVersion; 0 when none or not a number
 }
 
 // esTrack judges a client's events against its position (see the counts
 // above). It is the esClient's, guarded by the client's mu.
+//
+// Positions are per cluster (esPos): an event is judged by its own
+// cluster's part, and an id goes back when any part does. With one cluster
+// that is the single number it was.
 type esTrack struct {
-	held     []uint64 // by appIndex: hash of the App version held (its JSON from metadata on); 0 none
-	lastType []byte   // by appIndex: 'A', 'M' or 'D', the type of the last event for it on this connection
+	// held is by appIndex: a hash of the App version held (its JSON from
+	// metadata on, status.conditions left out; bit 0 set), 0 none; conds
+	// a hash of that version's status.conditions (0 none). A condition
+	// (ComparisonError: the App's cluster has not answered since…) is each
+	// replica's own, told when it finds the cluster gone and again when it
+	// answers, at no new position of the cluster (two replicas that find
+	// it gone in the same second tell the same bytes): the version held
+	// again but for its conditions, with a condition on either, is counted
+	// apart, neither duplicate nor stale.
+	held     []uint64
+	conds    []uint32
+	lastType []byte  // by appIndex: 'A', 'M' or 'D', the type of the last event for it on this connection
+	cluster  []uint8 // by appIndex: the App's cluster (appIndex.cluster)
 	pending  []esPending
-	// base is the position events are judged against: the client's last
-	// id, or 0 after a reset or a start without one. batchFrom is base
-	// before the id was last raised on this connection, so the frames of
-	// one batch that each carry its id are judged as one.
-	base, batchFrom uint64
-	raisedOnConn    bool
-	// The view is not the cluster at the position: void after a reset
+	// base is the position events are judged against: the newest of the
+	// client's ids in each part, or zero after a reset or a start without
+	// one. batchFrom is base before the id raisedBy last raised it on this
+	// connection, so the frames of one batch that each carry its id are
+	// judged as one.
+	base, batchFrom, raisedBy esPos
+	raisedOnConn              bool
+	// The view is not the clusters at the position: void after a reset
 	// until the burst's id; taintTo while it may hold versions a cut
-	// connection applied past the position (cleared by an id at or past
-	// their resourceVersion); tainted for an unconfirmed deletion or a
-	// version without a resourceVersion (cleared by a reset or a burst).
+	// connection applied past the position (per cluster, cleared by an id
+	// at or past their resourceVersions); tainted for an unconfirmed
+	// deletion or a version without a resourceVersion (cleared by a reset
+	// or a burst).
 	void, tainted bool
-	taintTo       uint64
+	taintTo       esPos
 
-	dups, stale, resent, idBack, absentDeletes, events int
-	positioned                                         bool // an id has come since the client started
-	forgot                                             int  // connections after one that sent no Last-Event-ID
+	// notes describe the first few faults, for a failure's message.
+	notes []string
+	keys  []string // appIndex.keys
+
+	dups, stale, resent, idBack, absentDeletes, conditions, events int
+	positioned                                                     bool // an id has come since the client started
+	forgot                                                         int  // connections after one that sent no Last-Event-ID
 }
 
 var appSeed = maphash.MakeSeed()
 
-func newESTrack(apps int) *esTrack {
-	return &esTrack{held: make([]uint64, apps), lastType: make([]byte, apps)}
+func newESTrack(apps *appIndex) *esTrack {
+	n := len(apps.keys)
+	return &esTrack{held: make([]uint64, n), conds: make([]uint32, n), lastType: make([]byte, n), cluster: apps.cluster, keys: apps.keys}
 }
 
-var fieldRV = []byte(`"resourceVersion":"`)
+// note keeps a fault's description, the first three.
+func (t *esTrack) note(format string, args ...any) {
+	if len(t.notes) < 3 {
+		t.notes = append(t.notes, fmt.Sprintf(format, args...))
+	}
+}
+
+var (
+	fieldRV         = []byte(`"resourceVersion":"`)
+	fieldConditions = []byte(`,"conditions":[`)
+)
+
+// versionHash is held's and conds' hashes of an App version (its JSON from
+// metadata on).
+func versionHash(version []byte) (uint64, uint32) {
+	if i := bytes.Index(version, fieldConditions); i >= 0 {
+		if j := bytes.Index(version[i:], []byte("}]")); j >= 0 {
+			var h maphash.Hash
+			h.SetSeed(appSeed)
+			_, _ = h.Write(version[:i])
+			_, _ = h.Write(version[i+j+2:])
+			return h.Sum64() | 1, uint32(maphash.Bytes(appSeed, version[i:i+j+2])) | 1
+		}
+	}
+	return maphash.Bytes(appSeed, version) | 1, 0
+}
 
 // event records a data event for the indexed App ix.
 func (t *esTrack) event(ix int32, data []byte, deleted bool) {
@@ -132,19 +195,21 @@ func (t *esTrack) event(ix int32, data []byte, deleted bool) {
 		return
 	}
 	version := data[i:]
-	h := maphash.Bytes(appSeed, version) | 1
+	h, cond := versionHash(version)
 	rv, _ := strconv.ParseUint(string(valueAfter(version, fieldRV)), 10, 64)
-	p := esPending{deleted: deleted, rv: rv}
+	p := esPending{deleted: deleted, rv: rv, cluster: t.cluster[ix], ix: ix}
+
 	if deleted {
 		p.identical = t.held[ix] == 0
 		if t.held[ix] == 0 {
 			t.absentDeletes++
 		}
-		t.held[ix] = 0
+		t.held[ix], t.conds[ix] = 0, 0
 		t.lastType[ix] = 'D'
 	} else {
-		p.identical = t.held[ix] == h
-		t.held[ix] = h
+		p.identical = t.held[ix] == h && t.conds[ix] == cond
+		p.condition = t.held[ix] == h && (t.conds[ix] != 0 || cond != 0)
+		t.held[ix], t.conds[ix] = h, cond
 		t.lastType[ix] = 'M'
 		if bytes.Contains(data[:i], []byte(`"type":"ADDED"`)) {
 			t.lastType[ix] = 'A'
@@ -153,68 +218,77 @@ func (t *esTrack) event(ix int32, data []byte, deleted bool) {
 	t.pending = append(t.pending, p)
 }
 
-// position is a frame with id id dispatched; last is the client's id before it.
-func (t *esTrack) position(last, id uint64) {
-	if id < last {
+// position is a frame with id id dispatched; last is the client's id
+// before it (a reset's burst starts over: its id is no id back).
+func (t *esTrack) position(last, id esPos) {
+	if !id.covers(last) && !t.void {
 		t.idBack++
+		t.note("id %v after %v (%d events pending)", id, last, len(t.pending))
 	}
 	judge := t.base
-	if id == t.base && t.raisedOnConn {
+	if id == t.raisedBy && t.raisedOnConn {
 		judge = t.batchFrom
 	}
 	for _, p := range t.pending {
+		covered := id[p.cluster] <= judge[p.cluster]
 		switch {
-		case id <= judge && p.identical:
+		case p.condition:
+			t.conditions++
+		case covered && p.identical:
 			t.dups++
-		case id <= judge:
+			t.note("duplicate of %s (rv %d, deleted %v) at id %v, the client at %v", t.keys[p.ix], p.rv, p.deleted, id, judge)
+		case covered:
 			t.stale++
+			t.note("stale %s (rv %d, deleted %v) at id %v, the client at %v", t.keys[p.ix], p.rv, p.deleted, id, judge)
 		case p.identical && !p.deleted:
 			t.resent++
 		}
 	}
 	t.pending = t.pending[:0]
-	if id > t.base {
-		t.batchFrom, t.base, t.raisedOnConn = t.base, id, true
+	if !t.base.covers(id) {
+		t.batchFrom, t.base, t.raisedBy, t.raisedOnConn = t.base, t.base.max(id), id, true
 	}
 	t.void, t.positioned = false, true
-	if t.taintTo != 0 && id >= t.taintTo {
-		t.taintTo = 0
+	if id.covers(t.taintTo) {
+		t.taintTo = esPos{}
 	}
 }
 
-// connected is a new connection sending Last-Event-ID sent (0: none).
-func (t *esTrack) connected(sent uint64) {
+// connected is a new connection sending Last-Event-ID sent (zero: none).
+func (t *esTrack) connected(sent esPos) {
 	for _, p := range t.pending {
 		// The last connection ended between these events and their id:
 		// the view holds them, the position does not cover them yet.
 		if p.deleted || p.rv == 0 {
 			t.tainted = true
 		} else {
-			t.taintTo = max(t.taintTo, p.rv)
+			t.taintTo[p.cluster] = max(t.taintTo[p.cluster], p.rv)
 		}
 	}
 	t.pending = t.pending[:0]
 	t.raisedOnConn = false
 	clear(t.lastType)
-	if sent == 0 && t.positioned {
+	if sent.isZero() && t.positioned {
 		t.forgot++
 	}
-	if sent == 0 {
+	if sent.isZero() {
 		clear(t.held)
-		t.base, t.void, t.tainted, t.taintTo = 0, false, false, 0
+		clear(t.conds)
+		t.base, t.void, t.tainted, t.taintTo = esPos{}, false, false, esPos{}
 	}
 }
 
 // reset is an "event: reset": the view is cleared, a burst follows.
 func (t *esTrack) reset() {
 	clear(t.held)
+	clear(t.conds)
 	t.pending = t.pending[:0]
-	t.base, t.void, t.tainted, t.taintTo = 0, true, false, 0
+	t.base, t.void, t.tainted, t.taintTo = esPos{}, true, false, esPos{}
 }
 
-// clean reports whether the view is the cluster at the client's position.
+// clean reports whether the view is the clusters at the client's position.
 func (t *esTrack) clean() bool {
-	return !t.void && !t.tainted && t.taintTo == 0 && len(t.pending) == 0
+	return !t.void && !t.tainted && t.taintTo.isZero() && len(t.pending) == 0
 }
 
 // scopedClient is a stream client and what its caller sees: org "" is a
@@ -226,7 +300,7 @@ type scopedClient struct {
 
 func newTrackedClient(url, token string, hc *http.Client, apps *appIndex) *esClient {
 	c := newESClient(url, token, hc, apps)
-	c.track = newESTrack(len(apps.keys))
+	c.track = newESTrack(apps)
 	return c
 }
 
@@ -234,6 +308,8 @@ func newTrackedClient(url, token string, hc *http.Client, apps *appIndex) *esCli
 type streamCounts struct {
 	clients, conns, ok, refused, failed, resumed, resets                 int
 	idBack, dups, stale, resent, absentDeletes, regress, events, sentNo0 int
+	conditions, badIDs                                                   int
+	notes                                                                []string // the first few clients' fault notes
 }
 
 func countStreams(cs []scopedClient) streamCounts {
@@ -243,6 +319,7 @@ func countStreams(cs []scopedClient) streamCounts {
 		s.clients++
 		s.resets += c.resets
 		s.regress += c.regress
+		s.badIDs += c.badIDs
 		for _, cn := range c.conns {
 			s.conns++
 			switch {
@@ -252,7 +329,7 @@ func countStreams(cs []scopedClient) streamCounts {
 				s.refused++
 			default:
 				s.ok++
-				if cn.Sent != 0 && !cn.Reset {
+				if !cn.Sent.isZero() && !cn.Reset {
 					s.resumed++
 				}
 			}
@@ -265,6 +342,12 @@ func countStreams(cs []scopedClient) streamCounts {
 			s.absentDeletes += t.absentDeletes
 			s.events += t.events
 			s.sentNo0 += t.forgot
+			s.conditions += t.conditions
+			if len(s.notes) < 10 {
+				for _, n := range t.notes {
+					s.notes = append(s.notes, fmt.Sprintf("client %d (org %q): %s", s.clients, c.org, n))
+				}
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -273,36 +356,46 @@ func countStreams(cs []scopedClient) streamCounts {
 
 func (s streamCounts) String() string {
 	return fmt.Sprintf("%d clients, %d connections (%d answered 200, %d resumed with Last-Event-ID and no reset, %d refused, %d failed to connect); "+
-		"%d data events; %d resets, %d ids back, %d duplicates, %d stale, %d resent after their position, %d within-stream id regressions, %d DELETED of an App not held",
-		s.clients, s.conns, s.ok, s.resumed, s.refused, s.failed, s.events, s.resets, s.idBack, s.dups, s.stale, s.resent, s.regress, s.absentDeletes)
+		"%d data events; %d resets, %d ids back, %d duplicates, %d stale, %d resent after their position, %d within-stream id regressions, %d DELETED of an App not held, "+
+		"%d condition changes alone, %d ids no position",
+		s.clients, s.conns, s.ok, s.resumed, s.refused, s.failed, s.events, s.resets, s.idBack, s.dups, s.stale, s.resent, s.regress, s.absentDeletes,
+		s.conditions, s.badIDs)
 }
 
-// --- the cluster's truth, by scope ---
+// --- the clusters' truth, by scope ---
 
-// sees is auth.Scope.Sees for a SuperAdmin (org "") or a member of org.
+// sees is auth.Scope.Sees for a SuperAdmin (org "") or a member of org: a
+// tenant's namespace in every cluster (the namespace's own part).
 func sees(org, namespace, orgLabel string) bool {
-	return org == "" || (orgLabel == org && namespace == "tenant-"+org)
+	ns, _ := projection.SplitNamespace(namespace)
+	return org == "" || (orgLabel == org && ns == "tenant-"+org)
 }
 
-// appsAt is one LIST of every App: the tag and org label of each indexed
-// App, absent ones 0.
+// appsAt is what LISTs of Apps held: the tag and org label of each
+// indexed App, absent ones 0.
 type appsAt struct {
-	rv   string
 	tags []uint64
 	orgs []string
 	// sig compares two lists' content (tags, labels, presence).
 	sig string
 }
 
-func listApps(ctx context.Context, c *clustertest.Cluster, apps *appIndex, opts metav1.ListOptions) (*appsAt, error) {
+// listApps is one LIST of the Apps of cluster (its index in
+// apps.clusters), keyed as deployd names them: every other cluster's Apps
+// are absent from it.
+func listApps(ctx context.Context, c *clustertest.Cluster, apps *appIndex, cluster int, opts metav1.ListOptions) (*appsAt, error) {
 	list, err := c.Dynamic().Resource(projection.KindApp.GVR()).List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	a := &appsAt{rv: list.GetResourceVersion(), tags: make([]uint64, len(apps.keys)), orgs: make([]string, len(apps.keys))}
+	name := ""
+	if cluster > 0 {
+		name = apps.clusters[cluster]
+	}
+	a := emptyApps(apps)
 	var sig strings.Builder
 	for _, it := range list.Items {
-		key := it.GetNamespace() + "/" + it.GetName()
+		key := projection.QualifyNamespace(it.GetNamespace(), name) + "/" + it.GetName()
 		ix, ok := apps.idx[key]
 		if !ok {
 			return nil, fmt.Errorf("App %s is no App of the fleet's index", key)
@@ -314,6 +407,21 @@ func listApps(ctx context.Context, c *clustertest.Cluster, apps *appIndex, opts 
 	}
 	a.sig = sig.String()
 	return a, nil
+}
+
+// emptyApps holds no App.
+func emptyApps(apps *appIndex) *appsAt {
+	return &appsAt{tags: make([]uint64, len(apps.keys)), orgs: make([]string, len(apps.keys))}
+}
+
+// add puts another cluster's LIST into a.
+func (a *appsAt) add(b *appsAt) {
+	for ix, h := range b.tags {
+		if h != 0 {
+			a.tags[ix], a.orgs[ix] = h, b.orgs[ix]
+		}
+	}
+	a.sig += b.sig + "|"
 }
 
 // scoped is the truth a member of org (or a SuperAdmin, "") compares with.
@@ -328,15 +436,22 @@ func (a *appsAt) scoped(apps *appIndex, org string, others map[string]bool) *tru
 	return tr
 }
 
-// streamsEnv is what the tests share: one fleet, one identity provider,
-// the built binary, and replicas of it.
+// streamsEnv is what the tests share: one fleet per cluster (one cluster,
+// or several that every replica reads), one identity provider, the built
+// binary, and replicas of it.
 type streamsEnv struct {
-	t      *testing.T
-	c      *clustertest.Cluster
+	t        *testing.T
+	c        *clustertest.Cluster   // the first cluster
+	clusters []*clustertest.Cluster // every cluster, the first's first
+	// down marks a cluster whose API server is stopped on purpose: no
+	// view is compared with it until it is back.
+	down   []atomic.Bool
+	env    []string // every replica's besides drainEnv: the clusters it reads
 	id     *identity
 	bin    string
 	apps   *appIndex
-	ch     *changer
+	ch     *changer   // the first cluster's
+	chs    []*changer // by cluster
 	others map[string]bool
 	tokens map[string]string // by org ("" SuperAdmin)
 	hc     *http.Client
@@ -344,23 +459,56 @@ type streamsEnv struct {
 
 func newStreamsEnv(t *testing.T, apps int) *streamsEnv {
 	t.Helper()
-	c := fleetCluster(t, apps, 1)
-	e := &streamsEnv{t: t, c: c, id: startIdentity(t), bin: buildDeployd(t), ch: newChanger(t, c), hc: newStreamHTTPClient(false)}
-	keys := make([]string, len(e.ch.apps))
-	for i, a := range e.ch.apps {
-		keys[i] = a.Namespace + "/" + a.Name
+	return newClustersEnv(t, nil, fleetCluster(t, apps, 1))
+}
+
+// newClustersEnv is the env of clusters cs, named names (nil with one
+// cluster; the first's name is DEPLOY_CLUSTER_NAME, the others are in a
+// clusters file): every replica reads them all.
+func newClustersEnv(t *testing.T, names []string, cs ...*clustertest.Cluster) *streamsEnv {
+	t.Helper()
+	if len(cs) > 1 && len(names) != len(cs) {
+		t.Fatalf("%d clusters named %v", len(cs), names)
 	}
-	e.apps = newAppIndex(keys)
+	e := &streamsEnv{t: t, c: cs[0], clusters: cs, down: make([]atomic.Bool, len(cs)), id: startIdentity(t), bin: buildDeployd(t), hc: newStreamHTTPClient(false)}
+	if len(cs) > 1 {
+		var file strings.Builder
+		file.WriteString("clusters:\n")
+		for i, c := range cs[1:] {
+			fmt.Fprintf(&file, "- name: %s\n  kubeconfig: %s\n", names[i+1], c.Kubeconfig)
+		}
+		path := filepath.Join(t.TempDir(), "clusters.yaml")
+		if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.env = []string{"DEPLOY_CLUSTER_NAME=" + names[0], "DEPLOY_CLUSTERS_FILE=" + path}
+	}
+	qualify := func(i int, ns string) string {
+		if i == 0 {
+			return ns
+		}
+		return projection.QualifyNamespace(ns, names[i])
+	}
+	var keys []string
 	e.others = map[string]bool{}
-	for _, k := range []projection.Kind{projection.KindCDApplication, projection.KindMiddleware} {
-		l, err := c.Dynamic().Resource(k.GVR()).List(t.Context(), metav1.ListOptions{})
-		if err != nil {
-			continue // a CRD not served: no row of that kind
+	for i, c := range cs {
+		ch := newChanger(t, c)
+		e.chs = append(e.chs, ch)
+		for _, a := range ch.apps {
+			keys = append(keys, qualify(i, a.Namespace)+"/"+a.Name)
 		}
-		for _, it := range l.Items {
-			e.others[it.GetNamespace()+"/"+it.GetName()] = true
+		for _, k := range []projection.Kind{projection.KindCDApplication, projection.KindMiddleware} {
+			l, err := c.Dynamic().Resource(k.GVR()).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				continue // a CRD not served: no row of that kind
+			}
+			for _, it := range l.Items {
+				e.others[qualify(i, it.GetNamespace())+"/"+it.GetName()] = true
+			}
 		}
 	}
+	e.ch = e.chs[0]
+	e.apps = newClustersAppIndex(names, keys)
 	e.tokens = map[string]string{}
 	for org, u := range map[string]authtest.User{"": superAdmin, "acme": acmeMember, "globex": globexMember, "initech": initechMember} {
 		e.tokens[org] = e.id.token(t, u, 4*time.Hour)
@@ -368,13 +516,26 @@ func newStreamsEnv(t *testing.T, apps int) *streamsEnv {
 	return e
 }
 
-// replica starts one more deployd against the fleet.
+// replica starts one more deployd reading the clusters.
 func (e *streamsEnv) replica(env ...string) *deployd {
 	e.t.Helper()
-	return startDeployd(e.t, e.bin, e.c.Kubeconfig, e.id, append(slices.Clone(drainEnv), env...)...)
+	return startDeployd(e.t, e.bin, e.c.Kubeconfig, e.id, slices.Concat(drainEnv, e.env, env)...)
 }
 
-// settled is the API server's Apps once they hold still (the same content
+// listAll is every cluster's Apps now.
+func (e *streamsEnv) listAll(ctx context.Context) (*appsAt, error) {
+	all := emptyApps(e.apps)
+	for i, c := range e.clusters {
+		a, err := listApps(ctx, c, e.apps, i, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("cluster %d: %w", i, err)
+		}
+		all.add(a)
+	}
+	return all, nil
+}
+
+// settled is the API servers' Apps once they hold still (the same content
 // twice, 500 ms apart): a change the stopped changer gave up on may still
 // be committed after it returned.
 func (e *streamsEnv) settled(within time.Duration) *appsAt {
@@ -382,17 +543,17 @@ func (e *streamsEnv) settled(within time.Duration) *appsAt {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), within)
 	defer cancel()
-	prev, err := listApps(ctx, e.c, e.apps, metav1.ListOptions{})
+	prev, err := e.listAll(ctx)
 	if err != nil {
 		t.Fatalf("list Apps: %v", err)
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the API server's Apps did not hold still within %s", within)
+			t.Fatalf("the API servers' Apps did not hold still within %s", within)
 		case <-time.After(500 * time.Millisecond):
 		}
-		next, err := listApps(ctx, e.c, e.apps, metav1.ListOptions{})
+		next, err := e.listAll(ctx)
 		if err != nil {
 			t.Fatalf("list Apps: %v", err)
 		}
@@ -403,7 +564,7 @@ func (e *streamsEnv) settled(within time.Duration) *appsAt {
 	}
 }
 
-// converge waits until every client's view equals the API server's Apps
+// converge waits until every client's view equals the API servers' Apps
 // in its scope; on the deadline it reports the clients that differ.
 func (e *streamsEnv) converge(cs []scopedClient, now *appsAt, within time.Duration) (time.Duration, bool) {
 	t := e.t
@@ -419,7 +580,7 @@ func (e *streamsEnv) converge(cs []scopedClient, now *appsAt, within time.Durati
 	for i, c := range cs {
 		plain[i] = c.esClient
 	}
-	ok := waitAll(t, plain, within, "equal to the API server's LIST in their scope", func(i int, c *esClient) bool {
+	ok := waitAll(t, plain, within, "equal to the API servers' LISTs in their scope", func(i int, c *esClient) bool {
 		m, w, x := c.diff(truths[cs[i].org])
 		return m+w+x == 0
 	})
@@ -428,23 +589,23 @@ func (e *streamsEnv) converge(cs []scopedClient, now *appsAt, within time.Durati
 		for _, c := range cs {
 			if m, w, x := c.diff(truths[c.org]); m+w+x > 0 {
 				if bad < 3 {
-					t.Errorf("a view (org %q) differs from the API server's LIST: %d Apps missing, %d with another tag or extra, %d rows of no kind", c.org, m, w, x)
+					t.Errorf("a view (org %q) differs from the API servers' LISTs: %d Apps missing, %d with another tag or extra, %d rows of no kind", c.org, m, w, x)
 				}
 				bad++
 			}
 		}
-		t.Errorf("%d of %d views differ from the API server's LIST", bad, len(cs))
+		t.Errorf("%d of %d views differ from the API servers' LISTs", bad, len(cs))
 	}
 	return time.Since(start), ok
 }
 
-// gapSampler checks views against the cluster at their positions (the
+// gapSampler checks views against the clusters at their positions (the
 // gap count above) every interval until stopped.
 type gapSampler struct {
-	checked, bad, unlistable atomic.Int64
-	mu                       sync.Mutex
-	notes                    []string
-	stop                     func()
+	checked, bad, unlistable, skipped atomic.Int64
+	mu                                sync.Mutex
+	notes                             []string
+	stop                              func()
 }
 
 func (e *streamsEnv) sampleGaps(cs []scopedClient, interval time.Duration) *gapSampler {
@@ -474,48 +635,86 @@ func (g *gapSampler) note(format string, args ...any) {
 	}
 }
 
+// anyDown reports whether a cluster's API server is stopped on purpose.
+func (e *streamsEnv) anyDown() bool {
+	for i := range e.down {
+		if e.down[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// at is the clusters' Apps at position p: each cluster's LIST at exactly
+// its part of p (resourceVersionMatch=Exact), none of a cluster whose
+// part is 0 (the position holds nothing of it). cur is each cluster's
+// revision now: a part past it is no revision of the cluster's (a LIST at
+// it would wait for the watch cache).
+func (e *streamsEnv) at(ctx context.Context, p, cur esPos) (*appsAt, error) {
+	all := emptyApps(e.apps)
+	for i, c := range e.clusters {
+		if p[i] == 0 {
+			continue
+		}
+		if p[i] > cur[i] {
+			return nil, fmt.Errorf("cluster %d: part %d is past the API server's revision %d", i, p[i], cur[i])
+		}
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		a, err := listApps(lctx, c, e.apps, i, metav1.ListOptions{ResourceVersion: strconv.FormatUint(p[i], 10), ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("cluster %d at %d: %w", i, p[i], err)
+		}
+		all.add(a)
+	}
+	return all, nil
+}
+
 // round samples every clean client, and checks those at the (up to) three
-// positions most clients hold, one exact LIST each.
+// positions most clients hold, one exact LIST per cluster each. While a
+// cluster's API server is stopped on purpose, the round is skipped.
 func (g *gapSampler) round(ctx context.Context, e *streamsEnv, cs []scopedClient) {
 	type sample struct {
 		org  string
 		view []uint64
 	}
-	at := map[uint64][]sample{}
+	if e.anyDown() {
+		g.skipped.Add(1)
+		return
+	}
+	at := map[esPos][]sample{}
 	for _, c := range cs {
 		c.mu.Lock()
-		if c.track != nil && c.track.clean() && c.lastID != 0 {
+		if c.track != nil && c.track.clean() && !c.lastID.isZero() {
 			at[c.lastID] = append(at[c.lastID], sample{org: c.org, view: slices.Clone(c.view)})
 		}
 		c.mu.Unlock()
 	}
-	positions := make([]uint64, 0, len(at))
+	positions := make([]esPos, 0, len(at))
 	for p := range at {
 		positions = append(positions, p)
 	}
 	sort.Slice(positions, func(i, j int) bool { return len(at[positions[i]]) > len(at[positions[j]]) })
-	// The API server's revision now: a position past it is no revision of
-	// the cluster's (a LIST at it would wait for the watch cache, retried).
-	head, err := e.c.Dynamic().Resource(projection.KindApp.GVR()).List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return
-	}
-	cur, _ := strconv.ParseUint(head.GetResourceVersion(), 10, 64)
-	for _, p := range positions[:min(3, len(positions))] {
-		if p > cur {
-			g.unlistable.Add(1)
-			g.note("position %d held by %d clients is past the API server's revision %d", p, len(at[p]), cur)
-			continue
+	var cur esPos
+	for i, c := range e.clusters {
+		head, err := c.Dynamic().Resource(projection.KindApp.GVR()).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return
 		}
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		list, err := listApps(lctx, e.c, e.apps, metav1.ListOptions{ResourceVersion: strconv.FormatUint(p, 10), ResourceVersionMatch: metav1.ResourceVersionMatchExact})
-		cancel()
+		cur[i], _ = strconv.ParseUint(head.GetResourceVersion(), 10, 64)
+	}
+	for _, p := range positions[:min(3, len(positions))] {
+		list, err := e.at(ctx, p, cur)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
+			if e.anyDown() {
+				g.skipped.Add(1)
+				return
+			}
 			g.unlistable.Add(1)
-			g.note("position %d held by %d clients is no revision the API server can list: %v", p, len(at[p]), err)
+			g.note("position %s held by %d clients is no revision the API servers can list: %v", p.format(e.apps.clusters), len(at[p]), err)
 			continue
 		}
 		for _, s := range at[p] {
@@ -542,7 +741,7 @@ func (g *gapSampler) round(ctx context.Context, e *streamsEnv, cs []scopedClient
 			}
 			if missing+wrong+extra > 0 {
 				g.bad.Add(1)
-				g.note("a view (org %q) at position %d differs from the API server's Apps at that revision: %d missing, %d at another tag, %d extra (e.g. %s)", s.org, p, missing, wrong, extra, example)
+				g.note("a view (org %q) at position %s differs from the API servers' Apps there: %d missing, %d at another tag, %d extra (e.g. %s)", s.org, p.format(e.apps.clusters), missing, wrong, extra, example)
 			}
 		}
 	}
@@ -572,6 +771,7 @@ type rrProxy struct {
 type rrBackend struct {
 	addr  string
 	ready atomic.Bool
+	conns atomic.Int64 // connections relayed to it so far
 }
 
 func newRRProxy(t testing.TB, ds ...*deployd) *rrProxy {
@@ -666,6 +866,7 @@ func (p *rrProxy) relay(in net.Conn) {
 		c, err := net.DialTimeout("tcp", b.addr, time.Second)
 		if err == nil {
 			out = c
+			b.conns.Add(1)
 			break
 		}
 		p.refused.Add(1)
@@ -693,6 +894,27 @@ func (p *rrProxy) relay(in net.Conn) {
 	delete(p.conns, in)
 	delete(p.conns, out)
 	p.mu.Unlock()
+}
+
+// cut closes every connection the proxy relays, as a network failure
+// would: each client connects again, to the next ready backend in turn.
+// It answers how many client connections it closed.
+func (p *rrProxy) cut() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	return len(p.conns) / 2
+}
+
+// spread is how many connections each backend was sent so far.
+func (p *rrProxy) spread() []int64 {
+	out := make([]int64, len(p.backends))
+	for i, b := range p.backends {
+		out[i] = b.conns.Load()
+	}
+	return out
 }
 
 // countingWriter counts the bytes written through it as they go.
@@ -725,13 +947,21 @@ func terminate(d *deployd, within time.Duration) (time.Duration, bool) {
 // startClients starts n stream clients through base: a tenth SuperAdmins,
 // the rest members of acme, globex and initech in turn.
 func (e *streamsEnv) startClients(base string, n int) (cs []scopedClient, stop func()) {
-	ctx, cancel := context.WithCancel(e.t.Context())
 	orgs := []string{"acme", "globex", "initech"}
-	for i := range n {
-		org := ""
-		if i%10 != 0 {
-			org = orgs[i%len(orgs)]
+	return e.startScopedClients(base, n, func(i int) string {
+		if i%10 == 0 {
+			return ""
 		}
+		return orgs[i%len(orgs)]
+	})
+}
+
+// startScopedClients starts n stream clients through base, the i-th a
+// member of orgOf(i) ("": a SuperAdmin).
+func (e *streamsEnv) startScopedClients(base string, n int, orgOf func(i int) string) (cs []scopedClient, stop func()) {
+	ctx, cancel := context.WithCancel(e.t.Context())
+	for i := range n {
+		org := orgOf(i)
 		c := newTrackedClient(base+streamsPath, e.tokens[org], e.hc, e.apps)
 		c.start(ctx)
 		cs = append(cs, scopedClient{esClient: c, org: org})
@@ -746,11 +976,16 @@ func (e *streamsEnv) startClients(base string, n int) (cs []scopedClient, stop f
 	return cs, stop
 }
 
-// runChanger changes the fleet at rate until the returned stop is called.
-func (e *streamsEnv) runChanger(rate int) (stop func()) {
+// runChanger changes the (first cluster's) fleet at rate until the
+// returned stop is called.
+func (e *streamsEnv) runChanger(rate int) (stop func()) { return e.runChangerOf(0, rate) }
+
+// runChangerOf changes cluster i's fleet at rate until the returned stop
+// is called.
+func (e *streamsEnv) runChangerOf(i, rate int) (stop func()) {
 	ctx, cancel := context.WithCancel(e.t.Context())
 	var wg sync.WaitGroup
-	wg.Go(func() { e.ch.run(ctx, rate, max(8, rate/10)) })
+	wg.Go(func() { e.chs[i].run(ctx, rate, max(8, rate/10)) })
 	return sync.OnceFunc(func() { cancel(); wg.Wait() })
 }
 
@@ -932,7 +1167,7 @@ func TestStreamResumeOnColdReplica(t *testing.T) {
 	}
 	ms := make([]uint64, len(cs))
 	for i, c := range cs {
-		ms[i] = c.lastID
+		ms[i] = c.lastID[0]
 	}
 	t.Logf("positions after replica A: %v", ms)
 
@@ -958,7 +1193,7 @@ func TestStreamResumeOnColdReplica(t *testing.T) {
 		cn := c.conns[len(c.conns)-1]
 		m, w, x := c.diff(now.scoped(e.apps, c.org, e.others))
 		t.Logf("org %q: resumed from %d on the cold replica: status %d, reset %v, %d events, position now %d; view vs LIST: %d missing, %d other, %d extra rows",
-			c.org, ms[i], cn.Status, cn.Reset, cn.Events, c.lastID, m, w, x)
+			c.org, ms[i], cn.Status, cn.Reset, cn.Events, c.lastID[0], m, w, x)
 		if c.resets != resets || cn.Reset {
 			t.Errorf("org %q: the cold replica answered Last-Event-ID %d with a reset; it must catch the client up from the API server's history; its log ends:\n%s", c.org, ms[i], tail(cold.log.String(), 20))
 		}
@@ -975,8 +1210,8 @@ func TestStreamResumeOnColdReplica(t *testing.T) {
 		if got := c.track.lastType[e.apps.idx[moved.String()]]; got != want {
 			t.Errorf("org %q: the App %s moved out of acme came as %s from the cold replica, want %s", c.org, moved, eventType(got), eventType(want))
 		}
-		if c.lastID < ms[i] {
-			t.Errorf("org %q: the position went back from %d to %d", c.org, ms[i], c.lastID)
+		if c.lastID[0] < ms[i] {
+			t.Errorf("org %q: the position went back from %d to %d", c.org, ms[i], c.lastID[0])
 		}
 	}
 	if s := countStreams(cs); s.idBack+s.dups+s.stale != 0 {
@@ -991,7 +1226,7 @@ func TestStreamResumeOnColdReplica(t *testing.T) {
 	a.stop()
 	cold.stop()
 	for i, c := range cs {
-		ms[i] = c.lastID
+		ms[i] = c.lastID[0]
 	}
 	rev := e.c.CompactEtcd(t)
 	e.c.RestartAPIServer(t)
@@ -1272,12 +1507,12 @@ func TestESTrack(t *testing.T) {
 	c.start(ctx)
 	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer wcancel()
-	waitFor(wctx, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.lastID == 20 && conn.Load() > 3 })
+	waitFor(wctx, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.lastID == esPos{20} && conn.Load() > 3 })
 	cancel()
 	<-c.done
 	s := countStreams([]scopedClient{{esClient: c}})
-	if s.resets != 1 || s.dups != 1 || s.stale != 1 || s.resent != 2 || s.idBack != 1 || s.sentNo0 != 0 || c.lastID != 20 {
-		t.Errorf("counts: %s; last id %d", s, c.lastID)
+	if s.resets != 1 || s.dups != 1 || s.stale != 1 || s.resent != 2 || s.idBack != 1 || s.sentNo0 != 0 || c.lastID != (esPos{20}) {
+		t.Errorf("counts: %s; last id %v", s, c.lastID)
 	}
 	if tr := (&truth{tags: []uint64{tagHash([]byte("t3")), tagHash([]byte("t2"))}}); !c.track.clean() {
 		t.Error("the view after the burst's id is not clean")
