@@ -153,6 +153,19 @@ func (p Position) Within(held Position) Position {
 	return out
 }
 
+// Behind is p's parts of the clusters in which q is newer than p, 0 in
+// the others: of a client at p, the clusters a replica at q has changes
+// of that the client has not seen.
+func (p Position) Behind(q Position) Position {
+	out := p
+	for i := range p.parts() {
+		if q.Of(i) <= p.Of(i) && p.Of(i) != 0 {
+			out = out.With(i, 0)
+		}
+	}
+	return out
+}
+
 // IsZero reports whether no cluster has a part.
 func (p Position) IsZero() bool {
 	if p.v != nil {

@@ -355,3 +355,40 @@ func TestTwoClustersHistoryWithoutACluster(t *testing.T) {
 		t.Errorf("%d resets and %d resumes from history on b, want none and 2", s.Resets, s.HistoryResumes)
 	}
 }
+
+// TestTwoClustersHistoryOfTheClusterThatChanged: a replica whose ring
+// does not cover a client's position catches it up from the history of
+// the cluster that changed since alone: staging, which the client holds as
+// the replica does, is not asked (its API server does not answer), and
+// the client keeps its rows of it.
+func TestTwoClustersHistoryOfTheClusterThatChanged(t *testing.T) {
+	var c cluster2
+	home := []projection.Change{c.app(0, "hanzo", "iam", "", "v1"), c.app(0, "tenant-acme", "web", "acme", "v1")}
+	staging := []projection.Change{c.app(1, "hanzo", "iam", "", "v1"), c.app(1, "tenant-acme", "web", "acme", "v1")}
+	a := newReplica(t, slices.Concat(home, staging))
+	names := a.store.Config().ClusterNames()
+	_, at0 := a.read(t, "all", "", 4)
+	p0, _ := projection.ParsePosition(at0, names)
+	hist := &homeHistory{at: p0}
+	var roots []*projection.Object
+	for app := range a.store.Snapshot().Apps() {
+		if app.ClusterIndex() == 0 {
+			roots = append(roots, app.Tree[0].Obj)
+		}
+	}
+	hist.rows = &stream.PastRows{Rows: a.store.PastRows(roots)}
+	change := c.app(0, "hanzo", "iam", "", "v2")
+	a.apply(t, change)
+	// b holds both clusters and starts after the change: its ring begins after at0.
+	b := newReplicaWith(t, slices.Concat(home, staging, []projection.Change{change}), stream.Options{Batch: -1, History: hist}, nil)
+	got, at1 := b.read(t, "all", at0, 1)
+	if k := eventKeys(t, got); !k["MODIFIED hanzo/iam"] {
+		t.Errorf("caught up on b from %s: %v, want in-cluster's change alone", at0, k)
+	}
+	if at1 != b.store.Snapshot().Position.String() {
+		t.Errorf("the last id %s, want b's position %s", at1, b.store.Snapshot().Position)
+	}
+	if s := b.hub.Stats(); s.Resets != 0 || s.HistoryResumes != 1 {
+		t.Errorf("%d resets and %d resumes from history on b, want none and 1", s.Resets, s.HistoryResumes)
+	}
+}

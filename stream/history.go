@@ -90,12 +90,15 @@ const historyTimeout = 30 * time.Second
 // that it did not see at pos are ADDED, those it sees both then and now
 // whose tree holds an object newer than pos are MODIFIED, and those it saw
 // then and not now are DELETED (carrying the row as it was); the last
-// carries the position the client then holds as its id (the snapshot's,
-// and pos's part of a cluster this replica holds nothing of: the client
-// keeps what it holds of it, which is not asked of the history); the
-// stream goes on from the ring after the snapshot's revision. It answers
-// that revision and position. false (nothing written): no history (none
-// configured, not synced, compacted, failed): the client is reset.
+// carries the position the client then holds as its id; the stream goes
+// on from the ring after the snapshot's revision. It answers that
+// revision and position. Only the clusters this replica has changes of
+// since pos are asked of the history: of another (one the client holds
+// as this replica does, or newer, or one this replica holds nothing of,
+// as it has not answered since the replica started) the client keeps its
+// rows and its part of the position, and that cluster's API server,
+// which may not answer, is not asked. false (nothing written): no history
+// (none configured, not synced, compacted, failed): the client is reset.
 func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos projection.Position) (uint64, projection.Position, bool) {
 	h.mu.Lock()
 	synced := h.synced
@@ -104,15 +107,19 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 		return 0, projection.Position{}, false
 	}
 	snap := h.src.Snapshot()
-	asked := pos.Within(snap.Position)
-	past, err := h.hist.at(ctx, asked)
-	if errors.Is(err, ErrHistoryGone) {
-		h.log.Info("stream resume: the cluster no longer holds the client's position; resetting it", "position", pos)
-		return 0, projection.Position{}, false
-	}
-	if err != nil {
-		h.log.Warn("stream resume: reading the cluster's history failed; resetting the client", "position", pos, "err", err)
-		return 0, projection.Position{}, false
+	asked := pos.Behind(snap.Position)
+	past := &PastRows{}
+	if !asked.IsZero() {
+		var err error
+		past, err = h.hist.at(ctx, asked)
+		if errors.Is(err, ErrHistoryGone) {
+			h.log.Info("stream resume: the cluster no longer holds the client's position; resetting it", "position", pos)
+			return 0, projection.Position{}, false
+		}
+		if err != nil {
+			h.log.Warn("stream resume: reading the cluster's history failed; resetting the client", "position", pos, "err", err)
+			return 0, projection.Position{}, false
+		}
 	}
 	at := snap.Position.Max(pos)
 	rows := spec.rows(snap)
@@ -125,6 +132,9 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 	}
 	var frames [][]byte
 	for _, a := range rows {
+		if c := a.ClusterIndex(); asked.Of(c) == 0 && pos.Of(c) != 0 {
+			continue // the client keeps its rows of a cluster not asked
+		}
 		p, ok := was[a.Key()]
 		delete(was, a.Key())
 		switch {
