@@ -98,8 +98,10 @@ func TestStreamsTwoClustersReplicas(t *testing.T) {
 		for _, f := range stop {
 			f()
 		}
+		// A watch of a cluster that came back may wait out client-go's
+		// backoff (up to 30 s) before it lists again.
 		now := e.settled(30 * time.Second)
-		took, ok := e.converge(cs, now, 45*time.Second)
+		took, ok := e.converge(cs, now, 90*time.Second)
 		after := countStreams(cs)
 		t.Logf("%s: %s; converged %s after the changes stopped (%v); since the phase began: %d connections (%d resumed), %d resets, %d ids back, %d duplicates, %d stale, %d condition changes alone; connections per replica so far %v",
 			name, time.Since(at).Round(time.Millisecond), took.Round(time.Millisecond), ok, after.conns-before.conns, after.resumed-before.resumed,
