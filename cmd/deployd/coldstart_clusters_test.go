@@ -40,8 +40,12 @@ const secondCluster = "second"
 // and the full list (GET /api/v1/applications as a SuperAdmin, plain and
 // gzip) and a tenant's list, each DEPLOYD_CLUSTERS_REQUESTS times (default
 // 200) one at a time, as p50 and p99; then VmRSS and the live heap after
-// a collection. It logs each figure's median for the two set-ups and
-// their ratio (two clusters over one), which should be about 1.
+// a collection, whose profile it saves under DEPLOYD_CLUSTERS_PROFILES
+// (default a new directory in the system's temp dir; the path is logged).
+// Since deployd settles its memory (memlimit.go) once the first cluster
+// is ready, it also reads VmRSS once the log says so, and when that was.
+// It logs each figure's median for the two set-ups and their ratio (two
+// clusters over one), which should be about 1.
 //
 // Last, over two clusters, it stops the second cluster's API server and
 // measures the lists again, checking that they answer 200 with every App
@@ -69,8 +73,8 @@ func BenchmarkServeClusters(b *testing.B) {
 	if err := os.WriteFile(file, []byte("clusters:\n- name: "+secondCluster+"\n  kubeconfig: "+second.Kubeconfig+"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	one := serveSetup{name: fmt.Sprintf("1 × %d", apps), kubeconfig: whole.Kubeconfig}
-	two := serveSetup{name: fmt.Sprintf("2 × %d", half), kubeconfig: first.Kubeconfig, clustersFile: file}
+	one := serveSetup{name: fmt.Sprintf("1 × %d", apps), file: "one", kubeconfig: whole.Kubeconfig}
+	two := serveSetup{name: fmt.Sprintf("2 × %d", half), file: "two", kubeconfig: first.Kubeconfig, clustersFile: file}
 
 	m, err := mockoidc.Run()
 	if err != nil {
@@ -84,6 +88,15 @@ func BenchmarkServeClusters(b *testing.B) {
 	if tokens.tenant, err = authtest.IDToken(m, acmeMember, time.Now(), 6*time.Hour); err != nil {
 		b.Fatal(err)
 	}
+	dir := os.Getenv("DEPLOYD_CLUSTERS_PROFILES")
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "deployd-clusters-"); err != nil {
+			b.Fatal(err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("heap profiles: %s", dir)
 	bin := buildDeployd(b)
 	b.ResetTimer()
 
@@ -94,7 +107,7 @@ func BenchmarkServeClusters(b *testing.B) {
 			order = []serveSetup{two, one}
 		}
 		for _, s := range order {
-			r := measureServe(b, bin, s, m, tokens, requests)
+			r := measureServe(b, bin, s, m, tokens, requests, filepath.Join(dir, fmt.Sprintf("%s-%d.heap.pb.gz", s.file, i+1)))
 			b.Logf("round %d, %s: %s", i+1, s.name, r)
 			runs[s.name] = append(runs[s.name], r)
 		}
@@ -121,6 +134,7 @@ func BenchmarkServeClusters(b *testing.B) {
 // kubeconfig and, for several clusters, a clusters file.
 type serveSetup struct {
 	name, kubeconfig string
+	file             string // the set-up in file names
 	clustersFile     string // "" for one cluster
 }
 
@@ -134,8 +148,12 @@ type serveProc struct {
 	ready         time.Duration // from the process's start to health 200
 	cpu           time.Duration // CPU time (user and system) until ready
 	rss, hwm      int64         // VmRSS and VmHWM at ready
-	logs          *authtest.LogBuffer
-	stop          func()
+	// settled is when the log said "memory settled", from the start (0:
+	// not yet); rssSettled is VmRSS once it did, when ready.
+	settled    time.Duration
+	rssSettled int64
+	logs       *authtest.LogBuffer
+	stop       func()
 }
 
 // startServe starts bin over the set-up and returns once it is ready; it
@@ -210,46 +228,65 @@ func tryServe(b *testing.B, bin string, s serveSetup, m *mockoidc.MockOIDC) (*se
 		if time.Now().After(deadline) {
 			return p, fmt.Errorf("not ready in 20 minutes")
 		}
+		p.sawSettled(start)
 		time.Sleep(10 * time.Millisecond) // a probe's interval: ready is measured to it
 	}
 	p.ready = time.Since(start)
 	p.cpu = procCPU(b, p.pid)
 	p.rss, p.hwm = clustertest.ProcMemory(b, p.pid)
+	for deadline := time.Now().Add(time.Minute); !p.sawSettled(start); {
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("ready, but no \"memory settled\" in the log within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.rssSettled, _ = clustertest.ProcMemory(b, p.pid)
 	return p, nil
+}
+
+// sawSettled says whether the log has said "memory settled", recording
+// when it first saw it.
+func (p *serveProc) sawSettled(start time.Time) bool {
+	if p.settled == 0 && strings.Contains(p.logs.String(), `"msg":"memory settled"`) {
+		p.settled = time.Since(start)
+	}
+	return p.settled != 0
 }
 
 // serveRun is one start of deployd over a set-up and its lists.
 type serveRun struct {
 	ready, cpu         time.Duration
-	rss, hwm           int64 // at ready
-	rssAfter, hwmAfter int64 // after the lists
-	heap               int64 // heap in use after the lists and a collection
-	apps, tenantApps   int   // rows of the full list and of the tenant's
+	settled            time.Duration // when the log said "memory settled"
+	rss, hwm           int64         // at ready
+	rssSettled         int64         // once ready and settled
+	rssAfter, hwmAfter int64         // after the lists
+	heap               int64         // heap in use after the lists and a collection
+	apps, tenantApps   int           // rows of the full list and of the tenant's
 	full, gzip, tenant listFigures
 }
 
 func (r serveRun) String() string {
-	return fmt.Sprintf("ready in %s (%.1f CPU s), rss %d MiB, peak %d MiB; %d Apps: full list p50 %s p99 %s (%.1f MiB), gzip p50 %s p99 %s (%.1f MiB); "+
+	return fmt.Sprintf("ready in %s (%.1f CPU s), rss %d MiB, peak %d MiB; memory settled at %s, then rss %d MiB; %d Apps: full list p50 %s p99 %s (%.1f MiB), gzip p50 %s p99 %s (%.1f MiB); "+
 		"tenant's %d Apps p50 %s p99 %s; after the lists rss %d MiB, peak %d MiB, live heap %d MiB",
-		r.ready.Round(10*time.Millisecond), r.cpu.Seconds(), r.rss>>20, r.hwm>>20, r.apps,
+		r.ready.Round(10*time.Millisecond), r.cpu.Seconds(), r.rss>>20, r.hwm>>20, r.settled.Round(10*time.Millisecond), r.rssSettled>>20, r.apps,
 		ms(r.full.p50), ms(r.full.p99), float64(r.full.bytes)/(1<<20), ms(r.gzip.p50), ms(r.gzip.p99), float64(r.gzip.bytes)/(1<<20),
 		r.tenantApps, ms(r.tenant.p50), ms(r.tenant.p99), r.rssAfter>>20, r.hwmAfter>>20, r.heap>>20)
 }
 
 // measureServe starts bin over the set-up, measures it ready and its
-// lists, and stops it.
-func measureServe(b *testing.B, bin string, s serveSetup, m *mockoidc.MockOIDC, tokens listTokens, requests int) serveRun {
+// lists, saves its heap profile to profile, and stops it.
+func measureServe(b *testing.B, bin string, s serveSetup, m *mockoidc.MockOIDC, tokens listTokens, requests int, profile string) serveRun {
 	b.Helper()
 	p := startServe(b, bin, s, m)
 	defer p.stop()
-	r := serveRun{ready: p.ready, cpu: p.cpu, rss: p.rss, hwm: p.hwm}
+	r := serveRun{ready: p.ready, cpu: p.cpu, settled: p.settled, rss: p.rss, hwm: p.hwm, rssSettled: p.rssSettled}
 	r.apps = len(listApps(b, p.base, tokens.admin))
 	r.tenantApps = len(listApps(b, p.base, tokens.tenant))
 	r.full = timeList(b, p.base, tokens.admin, false, requests)
 	r.gzip = timeList(b, p.base, tokens.admin, true, requests)
 	r.tenant = timeList(b, p.base, tokens.tenant, false, requests)
 	r.rssAfter, r.hwmAfter = clustertest.ProcMemory(b, p.pid)
-	r.heap = liveHeap(b, p.metrics)
+	r.heap = liveHeap(b, p.metrics, profile)
 	return r
 }
 
@@ -538,18 +575,13 @@ func clusterFailed(b *testing.B, base, token, name string) bool {
 	return false
 }
 
-// liveHeap is the heap in use after a collection: the heap profile's
-// ?gc=1 collects first, then the metrics listener's gauge is read.
-func liveHeap(b *testing.B, metrics string) int64 {
+// liveHeap is the heap in use after a collection: the heap profile,
+// saved to profile, is taken after one (?gc=1), then the metrics
+// listener's gauge is read.
+func liveHeap(b *testing.B, metrics, profile string) int64 {
 	b.Helper()
-	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Get(metrics + "/debug/pprof/heap?gc=1")
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b.Fatalf("heap profile: %s", resp.Status)
+	if err := fetchTo(metrics+"/debug/pprof/heap?gc=1", profile); err != nil {
+		b.Fatalf("heap profile: %v", err)
 	}
 	return goMemstats(b, metrics+"/metrics")["go_memstats_heap_inuse_bytes"]
 }
@@ -578,6 +610,8 @@ func serveRows(ones, twos []serveRun) []serveRow {
 		{"CPU to ready, s", "cpu-s-to-ready", func(r serveRun) float64 { return r.cpu.Seconds() }, secs},
 		{"VmRSS at ready, MiB", "MiB-rss-ready", func(r serveRun) float64 { return float64(r.rss) / (1 << 20) }, mib},
 		{"VmHWM at ready, MiB", "MiB-hwm-ready", func(r serveRun) float64 { return float64(r.hwm) / (1 << 20) }, mib},
+		{"memory settled (first cluster ready), s", "s-to-settled", func(r serveRun) float64 { return r.settled.Seconds() }, secs},
+		{"VmRSS once ready and settled, MiB", "MiB-rss-settled", func(r serveRun) float64 { return float64(r.rssSettled) / (1 << 20) }, mib},
 		{"VmRSS after the lists, MiB", "MiB-rss-after", func(r serveRun) float64 { return float64(r.rssAfter) / (1 << 20) }, mib},
 		{"VmHWM after the lists, MiB", "MiB-hwm-after", func(r serveRun) float64 { return float64(r.hwmAfter) / (1 << 20) }, mib},
 		{"live heap after the lists, MiB", "MiB-heap-live", func(r serveRun) float64 { return float64(r.heap) / (1 << 20) }, mib},
