@@ -31,8 +31,10 @@ const secondCluster = "second"
 // (default 10,000), two holding the fleet of half as many each (the same
 // generated fleet in both; the second's namespaces qualified), every App
 // with DEPLOYD_CLUSTERS_REPLICAS pods (default 10, as BenchmarkColdStart).
-// The fleets come from clustertest.FleetSnapshot: loaded once, then
-// copied. Loading is not measured.
+// The fleets come from snapshots (clustertest.FleetSnapshot): loaded once,
+// then copied. The second cluster's fleet is loaded on its own, under a
+// key of its own: a copy of the first's etcd would hold the same uids, as
+// two independent clusters never do. Loading is not measured.
 //
 // Then, DEPLOYD_CLUSTERS_ROUNDS times (default 5), it starts the binary
 // over each set-up, in alternating order, and measures its time to ready
@@ -65,7 +67,8 @@ func BenchmarkServeClusters(b *testing.B) {
 	half := apps / 2
 	whole := clustertest.Start(b, clustertest.FleetSnapshot(apps, replicas))
 	first := clustertest.Start(b, clustertest.FleetSnapshot(half, replicas))
-	second := clustertest.Start(b, clustertest.FleetSnapshot(half, replicas))
+	second := clustertest.Start(b, clustertest.WithSnapshot(clustertest.FleetSnapshotKey(b, half, replicas)+"-second",
+		func(t testing.TB, c *clustertest.Cluster) { clustertest.LoadFleet(t, c, half, replicas) }))
 	b.Logf("objects of the fleets: %d in one cluster; %d in each of two",
 		len(fleet.RenderAll(clustertest.FleetApps(apps, replicas))), len(fleet.RenderAll(clustertest.FleetApps(half, replicas))))
 
