@@ -36,6 +36,10 @@ type Feed struct {
 	// published): the projection holds everything pushed up to a moment
 	// once applied reaches what pushed was then.
 	pushed, applied atomic.Uint64
+	// taken counts changes ever taken by the writer; the writer takes
+	// everything up to whole (a count of changes pushed) in one batch,
+	// however large (PushAll).
+	taken, whole uint64
 }
 
 // NewFeed returns an empty feed.
@@ -54,6 +58,29 @@ func (f *Feed) Push(c projection.Change) {
 	}
 	f.queue = append(f.queue, c)
 	f.pushed.Add(1)
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// PushAll queues changes that are folded together, in one Apply whatever
+// MaxBatch: their deltas share one position, so no stream sees some of
+// them without the others (a cluster's initial lists, which name a row
+// complete only together). Safe for concurrent use; never blocks.
+func (f *Feed) PushAll(cs []projection.Change) {
+	for _, c := range cs {
+		if c.Object != nil && int(c.Object.Kind) < len(f.byKind) {
+			f.byKind[c.Object.Kind].Add(1)
+		}
+	}
+	f.mu.Lock()
+	if len(f.queue) == 0 {
+		f.since = time.Now()
+	}
+	f.queue = append(f.queue, cs...)
+	f.whole = f.pushed.Add(uint64(len(cs)))
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
@@ -96,13 +123,17 @@ func (f *Feed) Len() int {
 	return len(f.queue)
 }
 
-// take removes up to MaxBatch changes from the head of the queue, and
-// says when the first of them was queued.
+// take removes up to MaxBatch changes from the head of the queue (more
+// when they end a PushAll), and says when the first of them was queued.
 func (f *Feed) take(buf []projection.Change) ([]projection.Change, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	since := f.since
 	n := min(len(f.queue), max(f.MaxBatch, 1))
+	if f.whole > f.taken+uint64(n) {
+		n = min(len(f.queue), int(f.whole-f.taken))
+	}
+	f.taken += uint64(n)
 	buf = append(buf[:0], f.queue[:n]...)
 	clear(f.queue[:n])
 	f.queue = f.queue[n:]

@@ -74,6 +74,109 @@ type Watcher struct {
 
 	// counts are the informers' lists and watches, by kind.
 	counts [32]listCounts
+
+	// The hold of a late cluster's initial lists (HoldLate).
+	holdMu  sync.Mutex
+	late    func() bool
+	hold    holdState
+	holding []projection.Change
+}
+
+// holdState is where a watcher is with the hold of its initial lists.
+type holdState uint8
+
+const (
+	holdUndecided holdState = iota // nothing pushed yet
+	holdOn                         // changes are held until every kind has listed
+	holdOff                        // changes go to the feed as they come
+)
+
+// HoldLate makes the watcher hold its initial lists when late reports
+// true at its first change (the plane already serves streams: the
+// cluster did not answer at start): the changes are handed to the feed in
+// one PushAll once every kind has listed, so its rows go out complete, at
+// one position, rather than kind by kind (an App before its ReplicaSets).
+// Call it before Run.
+func (w *Watcher) HoldLate(late func() bool) {
+	w.holdMu.Lock()
+	w.late = late
+	w.holdMu.Unlock()
+}
+
+// push hands a change to the feed, or holds it (HoldLate).
+func (w *Watcher) push(c projection.Change) {
+	w.holdMu.Lock()
+	if w.hold == holdUndecided {
+		w.hold = holdOff
+		if w.late != nil && w.late() {
+			w.hold = holdOn
+			w.opts.Log.Info("the cluster answers after the start: its initial lists are held until every kind has listed, then folded at once")
+		}
+	}
+	if w.hold == holdOn {
+		w.holding = append(w.holding, c)
+		w.holdMu.Unlock()
+		return
+	}
+	w.holdMu.Unlock()
+	w.feed.Push(c)
+}
+
+// held reports whether changes are held.
+func (w *Watcher) held() bool {
+	w.holdMu.Lock()
+	defer w.holdMu.Unlock()
+	return w.hold == holdOn
+}
+
+// releaseWhenListed hands the held changes to the feed, in one PushAll,
+// once every served kind has listed (looked at every 25 ms); it returns
+// then, or when ctx ends.
+func (w *Watcher) releaseWhenListed(ctx context.Context) {
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		w.holdMu.Lock()
+		state := w.hold
+		w.holdMu.Unlock()
+		if state == holdOff {
+			return
+		}
+		if state == holdUndecided || !w.listed() {
+			continue
+		}
+		w.holdMu.Lock()
+		w.feed.PushAll(w.holding)
+		n := len(w.holding)
+		w.holding, w.hold = nil, holdOff
+		w.holdMu.Unlock()
+		w.opts.Log.Info("initial lists folded at once", "changes", n)
+		return
+	}
+}
+
+// listed reports whether every served kind's informer has handed its
+// initial list to the handler, the App kind's among them.
+func (w *Watcher) listed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.informers[projection.KindApp]; !ok {
+		return false
+	}
+	for k, served := range w.served {
+		if !served {
+			continue
+		}
+		if inf := w.informers[k]; inf == nil || !inf.reg.HasSynced() {
+			return false
+		}
+	}
+	return true
 }
 
 type kindInformer struct {
@@ -170,6 +273,12 @@ func (w *Watcher) Run(ctx context.Context) {
 	go func() {
 		defer close(reported)
 		w.reportProgress(ctx, time.Now(), w.opts.Progress)
+	}()
+	released := make(chan struct{})
+	defer func() { <-released }()
+	go func() {
+		defer close(released)
+		w.releaseWhenListed(ctx)
 	}()
 	tick := time.NewTicker(w.opts.Discovery)
 	defer tick.Stop()
@@ -329,7 +438,7 @@ func (w *Watcher) stopKind(k projection.Kind) {
 	<-ki.done
 	for _, obj := range ki.inf.GetStore().List() {
 		if st, ok := obj.(*stored); ok && st.fold {
-			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: st.obj.Namespace, Name: st.obj.Name}})
+			w.push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: st.obj.Namespace, Name: st.obj.Name}})
 		}
 	}
 	w.opts.Log.Info("stopped watching: no longer served", "kind", k.String())
@@ -354,7 +463,7 @@ func (w *Watcher) stopAll() {
 func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
 	upsert := func(obj any) {
 		if st, ok := obj.(*stored); ok && st.fold {
-			w.feed.Push(projection.Change{Op: projection.Upsert, Object: st.obj})
+			w.push(projection.Change{Op: projection.Upsert, Object: st.obj})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -379,7 +488,7 @@ func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
 			if !w.watched(ns) {
 				return
 			}
-			w.feed.Push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: ns, Name: name, ResourceVersion: rv}})
+			w.push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: ns, Name: name, ResourceVersion: rv}})
 		},
 	}
 }
@@ -455,6 +564,9 @@ func (w *Watcher) Status() Status {
 	}
 	if _, ok := w.informers[projection.KindApp]; !ok {
 		st.Synced = false
+	}
+	if st.Synced && w.held() {
+		st.Synced = false // the held lists have not reached the feed yet
 	}
 	// Every initial list has reached the feed; ready waits until the
 	// writer has folded all of it, so a ready deployd never serves a

@@ -68,9 +68,14 @@ type clusterSet struct {
 
 func newClusterSet(pcfg projection.Config, first *cluster.Watcher, others []*cluster.Watcher) *clusterSet {
 	f := &clusterSet{watchers: append([]*cluster.Watcher{first}, others...)}
-	for i := range f.watchers {
+	for i, w := range f.watchers {
 		name, server := pcfg.Cluster(i)
 		f.names, f.servers = append(f.names, name), append(f.servers, server)
+		if len(f.watchers) > 1 {
+			// A cluster that first answers once the plane is ready (and
+			// serves streams) is folded at once, not kind by kind.
+			w.HoldLate(f.ready.Load)
+		}
 	}
 	return f
 }
