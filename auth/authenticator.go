@@ -34,9 +34,12 @@ type Authenticator struct {
 	readyCh chan struct{}
 
 	verified *expirable.LRU[[32]byte, cachedPrincipal]
+	// sessions caches opened session cookies the same way, keyed by the
+	// SHA-256 of the sealed value (login.go, SessionPrincipal).
+	sessions *expirable.LRU[[32]byte, cachedPrincipal]
 	consumed *consumedFlows
 	// cacheHits and cacheMisses count Verify's answers from and past the
-	// cache.
+	// cache; a session answered from its cache counts as a hit.
 	cacheHits, cacheMisses atomic.Uint64
 
 	cancel context.CancelFunc
@@ -90,6 +93,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) *Authenticator {
 		// so each entry carries its own deadline, checked on every hit with
 		// the injected clock. Size bounds memory.
 		verified: expirable.NewLRU[[32]byte, cachedPrincipal](cfg.CacheSize, nil, 0),
+		sessions: expirable.NewLRU[[32]byte, cachedPrincipal](cfg.CacheSize, nil, 0),
 	}
 
 	if err := cfg.validate(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -47,8 +48,21 @@ func (a *Authenticator) cookieName(base string, hostOnly bool) string {
 func (a *Authenticator) flowName() string { return a.cookieName(flowCookieName, false) }
 
 func (a *Authenticator) sessionName(i int) string {
-	return a.cookieName(sessionCookieName, true) + "." + strconv.Itoa(i)
+	if a.public.secure {
+		return sessionNames[1][i]
+	}
+	return sessionNames[0][i]
 }
+
+// sessionNames are the session cookies' names, made once: without the
+// __Host- prefix ([0]) and with it ([1]).
+var sessionNames = func() (names [2][maxSessionChunks]string) {
+	for i := range maxSessionChunks {
+		names[0][i] = sessionCookieName + "." + strconv.Itoa(i)
+		names[1][i] = "__Host-" + names[0][i]
+	}
+	return names
+}()
 
 // flowState is what the flow cookie carries between login and callback.
 type flowState struct {
@@ -159,21 +173,35 @@ func (a *Authenticator) ClearSessionCookies() []*http.Cookie {
 
 // sessionToken reassembles and opens the session cookies of r.
 func (a *Authenticator) sessionToken(r *http.Request) (sessionState, error) {
-	var sb strings.Builder
-	for i := range maxSessionChunks {
-		c, err := r.Cookie(a.sessionName(i))
-		if err != nil {
-			if i == 0 {
-				return sessionState{}, ErrNoSession
-			}
+	chunks, n := a.sessionChunks(r)
+	if n == 0 {
+		return sessionState{}, ErrNoSession
+	}
+	return a.openSession(chunks[:n])
+}
+
+// sessionChunks are the values of r's session cookies .0, .1, … up to the
+// first one missing, and how many there are. Reading them allocates
+// nothing.
+func (a *Authenticator) sessionChunks(r *http.Request) (chunks [maxSessionChunks]string, n int) {
+	for n < maxSessionChunks {
+		v, ok := cookieValue(r, a.sessionName(n))
+		if !ok {
 			break
 		}
-		sb.WriteString(c.Value)
+		chunks[n] = v
+		n++
 	}
+	return chunks, n
+}
+
+// openSession opens the sealed session made of chunks and checks its
+// lifetime.
+func (a *Authenticator) openSession(chunks []string) (sessionState, error) {
 	if a.session == nil {
 		return sessionState{}, wrapKind(ErrSessionInvalid, errors.New("sign-in not configured"))
 	}
-	b, err := a.session.open(sb.String())
+	b, err := a.session.open(strings.Join(chunks, ""))
 	if err != nil {
 		return sessionState{}, wrapKind(ErrSessionInvalid, err)
 	}
@@ -185,6 +213,56 @@ func (a *Authenticator) sessionToken(r *http.Request) (sessionState, error) {
 		return sessionState{}, wrapKind(ErrSessionInvalid, errors.New("session lifetime over"))
 	}
 	return s, nil
+}
+
+// maxCookies is net/http's default limit of cookies a request: past it,
+// Request.Cookie finds none, and neither does cookieValue.
+const maxCookies = 3000
+
+// cookieValue is r.Cookie(name)'s value without its allocations (a slice
+// and a Cookie for each call): the first cookie called name in r's Cookie
+// headers, read as net/http reads it. Surrounding double quotes are
+// removed, a value holding a byte RFC 6265 does not allow is skipped, and a
+// request of more than maxCookies cookies has none.
+func cookieValue(r *http.Request, name string) (string, bool) {
+	lines := r.Header["Cookie"]
+	count := 0
+	for _, line := range lines {
+		count += strings.Count(line, ";") + 1
+	}
+	if count > maxCookies || name == "" {
+		return "", false
+	}
+	for _, line := range lines {
+		line = textproto.TrimString(line)
+		for len(line) > 0 {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			k, v, _ := strings.Cut(textproto.TrimString(part), "=")
+			if textproto.TrimString(k) != name {
+				continue
+			}
+			if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			if validCookieValue(v) {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// validCookieValue reports whether every byte of v may appear in a cookie
+// value (RFC 6265 as net/http reads it): printable ASCII, except the double
+// quote, the semicolon and the backslash.
+func validCookieValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < 0x20 || b >= 0x7f || b == '"' || b == ';' || b == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func expired(name, path string, secure bool) *http.Cookie {
@@ -204,8 +282,8 @@ func expired(name, path string, secure bool) *http.Cookie {
 // (under either name form), without opening it. Middleware that must know
 // whether a request relies on ambient credentials uses it.
 func CarriesSessionCookie(r *http.Request) bool {
-	for _, name := range []string{sessionCookieName + ".0", "__Host-" + sessionCookieName + ".0"} {
-		if _, err := r.Cookie(name); err == nil {
+	for _, names := range sessionNames {
+		if _, ok := cookieValue(r, names[0]); ok {
 			return true
 		}
 	}

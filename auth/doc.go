@@ -36,7 +36,11 @@
 // package checked that its audience includes the client id or one of the
 // extra audiences. Verified tokens are cached (bounded LRU keyed by the
 // token's SHA-256), each entry until the token's exp and at most 10 minutes;
-// exp is checked on every hit.
+// exp is checked on every hit. Opened session cookies are cached the same
+// way, keyed by the SHA-256 of the sealed value, until the earlier of the
+// session's end and the token's exp. No cache holds a token or a cookie
+// value. A cached Principal is shared by the requests presenting the same
+// credential (VerifyShared, SessionPrincipal); Verify hands out a copy.
 //
 // # Cookies
 //

@@ -123,6 +123,13 @@ func (a *Authenticator) FinishLogin(ctx context.Context, r *http.Request) (*Comp
 // must open with this server's key and be within its lifetime, and the ID
 // token inside is verified as Verify does. Errors: ErrNoSession (no cookie),
 // ErrSessionInvalid, ErrDisabled, ErrTokenExpired, ErrTokenRefused.
+//
+// An opened session is cached by the SHA-256 of its sealed value, never by
+// the token, until the earlier of the session's end and the token's exp (at
+// most 10 minutes, as a verified token), checked on every hit; past it the
+// cookie is opened and its token verified again. The Principal, whose
+// Expiry is that earlier instant, is the cache's: shared with every request
+// presenting the same cookie, it must not be changed.
 func (a *Authenticator) SessionPrincipal(ctx context.Context, r *http.Request) (*Principal, error) {
 	if _, err := a.current(); err != nil {
 		if CarriesSessionCookie(r) {
@@ -130,15 +137,30 @@ func (a *Authenticator) SessionPrincipal(ctx context.Context, r *http.Request) (
 		}
 		return nil, ErrNoSession
 	}
-	s, err := a.sessionToken(r)
+	chunks, n := a.sessionChunks(r)
+	if n == 0 {
+		return nil, ErrNoSession
+	}
+	key := credentialKey(chunks[:n]...)
+	now := a.now()
+	if c, ok := a.sessions.Get(key); ok {
+		if now.Before(c.until) {
+			a.cacheHits.Add(1)
+			return c.p, nil
+		}
+		a.sessions.Remove(key)
+	}
+	s, err := a.openSession(chunks[:n])
 	if err != nil {
 		return nil, err
 	}
-	p, err := a.Verify(ctx, s.Token)
+	shared, err := a.VerifyShared(ctx, s.Token)
 	if err != nil {
 		return nil, err
 	}
+	p := shared.clone()
 	p.Expiry = minTime(p.Expiry, time.Unix(s.Until, 0))
+	a.sessions.Add(key, cachedPrincipal{p: p, until: minTime(p.Expiry, now.Add(maxCacheEntryLife))})
 	return p, nil
 }
 

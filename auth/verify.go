@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -27,8 +28,21 @@ type cachedPrincipal struct {
 // expiry) and maps its claims to a Principal. Results are cached by the
 // token's SHA-256 until the token's exp (at most 10 minutes), and exp is
 // checked again on every hit. Errors are ErrDisabled, ErrTokenExpired or
-// ErrTokenRefused, wrapped with the cause.
+// ErrTokenRefused, wrapped with the cause. The Principal is the caller's
+// own copy.
 func (a *Authenticator) Verify(ctx context.Context, raw string) (*Principal, error) {
+	p, err := a.VerifyShared(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	return p.clone(), nil
+}
+
+// VerifyShared is Verify without the copy: the Principal is the cache's,
+// shared with every request presenting the same token, and must not be
+// changed (Principal is immutable by contract). The request path uses it,
+// so a request signed in by a cached token allocates nothing here.
+func (a *Authenticator) VerifyShared(ctx context.Context, raw string) (*Principal, error) {
 	prov, err := a.current()
 	if err != nil {
 		return nil, err
@@ -36,12 +50,12 @@ func (a *Authenticator) Verify(ctx context.Context, raw string) (*Principal, err
 	if raw == "" {
 		return nil, wrapKind(ErrTokenRefused, errors.New("empty token"))
 	}
-	key := sha256.Sum256([]byte(raw))
+	key := credentialKey(raw)
 	now := a.now()
 	if c, ok := a.verified.Get(key); ok {
 		if now.Before(c.until) {
 			a.cacheHits.Add(1)
-			return c.p.clone(), nil
+			return c.p, nil
 		}
 		a.verified.Remove(key)
 	}
@@ -51,7 +65,33 @@ func (a *Authenticator) Verify(ctx context.Context, raw string) (*Principal, err
 		return nil, err
 	}
 	a.verified.Add(key, cachedPrincipal{p: p, until: minTime(p.Expiry, now.Add(maxCacheEntryLife))})
-	return p.clone(), nil
+	return p, nil
+}
+
+// keyBufs are the buffers credentialKey hashes in.
+var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxKeyBuf is the largest buffer credentialKey keeps for the next call:
+// the largest session (maxSessionChunks cookies) fits.
+const maxKeyBuf = 16 << 10
+
+// credentialKey is the SHA-256 of parts, concatenated: the key under which
+// a token or a session is cached, so that no cache holds a credential
+// itself. The bytes are hashed in a pooled buffer, wiped before it goes
+// back, rather than in a copy made per call.
+func credentialKey(parts ...string) [32]byte {
+	bp := keyBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, s := range parts {
+		b = append(b, s...)
+	}
+	key := sha256.Sum256(b)
+	clear(b)
+	if cap(b) <= maxKeyBuf {
+		*bp = b
+		keyBufs.Put(bp)
+	}
+	return key
 }
 
 // verifyToken does the uncached verification and returns the Principal and

@@ -107,7 +107,7 @@ func (s *Session) bearerPrincipal(ctx context.Context, header string) (*auth.Pri
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return nil, refusal(http.StatusUnauthorized, "bearer_malformed", "unsupported Authorization header: send Authorization: Bearer <ID token>")
 	}
-	p, err := s.auth.Verify(ctx, token)
+	p, err := s.auth.VerifyShared(ctx, token)
 	switch {
 	case err == nil:
 		return p, nil
