@@ -232,8 +232,8 @@ func (s *Store) Apply(changes ...Change) ([]Delta, error) {
 		}
 	}
 	for i, rv := range s.rvs {
-		if rv != s.pos.Of(i) {
-			s.pos = positionOf(s.cfg.names, s.rvs)
+		if rv != s.pos.Of(i) || (s.cfg.names != nil && s.unreachable[i] != s.pos.Down(i)) {
+			s.pos = positionOf(s.cfg.names, s.rvs, s.unreachable)
 			break
 		}
 	}

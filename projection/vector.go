@@ -3,6 +3,7 @@ package projection
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -24,6 +25,10 @@ type posVec struct {
 	names []string // every cluster's name, the first's first; nil with one
 	rv    []uint64 // by cluster index
 	one   [1]uint64
+	// down is, by cluster index, since when (Unix seconds) the cluster
+	// has not answered, 0 while it answers; nil when every one answers
+	// (and always with one cluster).
+	down []int64
 }
 
 func newPosVec(names []string) *posVec {
@@ -53,11 +58,38 @@ func ZeroPosition(names []string) Position {
 }
 
 // positionOf is the position of the parts rvs (copied), of the clusters
-// of names.
-func positionOf(names []string, rvs []uint64) Position {
+// of names, with the clusters down (by index, since when; nil: none)
+// marked.
+func positionOf(names []string, rvs []uint64, down map[int]int64) Position {
 	v := newPosVec(names)
 	copy(v.rv, rvs)
+	if v.names != nil {
+		for i, since := range down {
+			if since != 0 && i < len(v.rv) {
+				if v.down == nil {
+					v.down = make([]int64, len(v.rv))
+				}
+				v.down[i] = since
+			}
+		}
+	}
 	return Position{v}
+}
+
+// clone is a copy of p's parts, of the clusters of names (p's when nil).
+func (p Position) clone(names []string) *posVec {
+	if names == nil {
+		names = p.names()
+	}
+	v := newPosVec(names)
+	if p.v != nil {
+		copy(v.rv, p.v.rv)
+		if p.v.down != nil && v.names != nil {
+			v.down = make([]int64, len(v.rv))
+			copy(v.down, p.v.down)
+		}
+	}
+	return v
 }
 
 // Of is cluster i's part.
@@ -66,6 +98,69 @@ func (p Position) Of(i int) uint64 {
 		return 0
 	}
 	return p.v.rv[i]
+}
+
+// Down is since when (Unix seconds) cluster i had not answered, as the
+// replica that gave p saw it; 0 while it answered.
+func (p Position) Down(i int) int64 {
+	if p.v == nil || p.v.down == nil || i < 0 || i >= len(p.v.down) {
+		return 0
+	}
+	return p.v.down[i]
+}
+
+// WithDown returns p with cluster i marked as not answering since since
+// (0: answering); p is not modified. A one-cluster position is returned
+// as it is: its written form stays one decimal.
+func (p Position) WithDown(i int, since int64) Position {
+	if p.Down(i) == since || p.names() == nil || i < 0 || i >= p.parts() {
+		return p
+	}
+	v := p.clone(nil)
+	if v.down == nil {
+		v.down = make([]int64, len(v.rv))
+	}
+	v.down[i] = since
+	return Position{v}
+}
+
+// SameDown reports whether p and q mark cluster i alike.
+func (p Position) SameDown(q Position, i int) bool { return p.Down(i) == q.Down(i) }
+
+// MarksFrom is p with q's marks on the parts where q is at or past p: a
+// client at p given a batch at q holds q's condition of each cluster it
+// holds no newer part of.
+func (p Position) MarksFrom(q Position) Position {
+	out := p
+	for i := range max(p.parts(), q.parts()) {
+		if q.Of(i) >= p.Of(i) && !p.SameDown(q, i) {
+			out = out.WithDown(i, q.Down(i))
+		}
+	}
+	return out
+}
+
+// Len is how many clusters p has parts of.
+func (p Position) Len() int { return p.parts() }
+
+// SameDowns reports whether p and q mark every cluster alike.
+func (p Position) SameDowns(q Position) bool {
+	if (p.v == nil || p.v.down == nil) && (q.v == nil || q.v.down == nil) {
+		return true
+	}
+	for i := range max(p.parts(), q.parts()) {
+		if !p.SameDown(q, i) {
+			return false
+		}
+	}
+	return true
+}
+
+// Saw reports whether a client at p has seen a change of cluster i made
+// at q: q's part of i is older than p's, or the same with the same
+// condition (a change of the condition alone moves no resourceVersion).
+func (p Position) Saw(q Position, i int) bool {
+	return q.Of(i) < p.Of(i) || (q.Of(i) == p.Of(i) && p.SameDown(q, i))
 }
 
 // First is the first cluster's part.
@@ -97,10 +192,7 @@ func (p Position) With(i int, rv uint64) Position {
 	if i >= max(p.parts(), 1) {
 		return p
 	}
-	v := newPosVec(p.names())
-	if p.v != nil {
-		copy(v.rv, p.v.rv)
-	}
+	v := p.clone(nil)
 	v.rv[i] = rv
 	return Position{v}
 }
@@ -119,12 +211,13 @@ func (p Position) Covers(q Position) bool {
 	return true
 }
 
-// Max is the newest of p and q in every part.
+// Max is the newest of p and q in every part, with that part's condition;
+// where both have the same resourceVersion, p's.
 func (p Position) Max(q Position) Position {
 	switch {
 	case p.Covers(q):
 		return p
-	case q.Covers(p):
+	case q.Covers(p) && !p.downDiffersAtTie(q):
 		return q
 	}
 	names := p.names()
@@ -133,9 +226,33 @@ func (p Position) Max(q Position) Position {
 	}
 	v := newPosVec(names)
 	for i := range v.rv {
-		v.rv[i] = max(p.Of(i), q.Of(i))
+		from := p
+		if q.Of(i) > p.Of(i) {
+			from = q
+		}
+		v.rv[i] = from.Of(i)
+		if d := from.Down(i); d != 0 && v.names != nil {
+			if v.down == nil {
+				v.down = make([]int64, len(v.rv))
+			}
+			v.down[i] = d
+		}
 	}
 	return Position{v}
+}
+
+// downDiffersAtTie reports whether a part of the same resourceVersion in
+// p and q is marked differently.
+func (p Position) downDiffersAtTie(q Position) bool {
+	if p.v == nil || q.v == nil || (p.v.down == nil && q.v.down == nil) {
+		return false
+	}
+	for i := range max(p.parts(), q.parts()) {
+		if p.Of(i) == q.Of(i) && !p.SameDown(q, i) {
+			return true
+		}
+	}
+	return false
 }
 
 // Within is p without the parts of the clusters held holds nothing of: a
@@ -178,8 +295,10 @@ func (p Position) IsZero() bool {
 	return true
 }
 
-// Equal reports whether p and q hold the same parts.
-func (p Position) Equal(q Position) bool { return p.Covers(q) && q.Covers(p) }
+// Equal reports whether p and q hold the same parts, conditions included.
+func (p Position) Equal(q Position) bool {
+	return p.Covers(q) && q.Covers(p) && p.SameDowns(q)
+}
 
 // Append appends the position's written form to b.
 func (p Position) Append(b []byte) []byte {
@@ -194,6 +313,10 @@ func (p Position) Append(b []byte) []byte {
 		b = append(b, name...)
 		b = append(b, '=')
 		b = strconv.AppendUint(b, p.Of(i), 10)
+		if d := p.Down(i); d != 0 {
+			b = append(b, '~')
+			b = strconv.AppendInt(b, d, 10)
+		}
 	}
 	return b
 }
@@ -208,7 +331,8 @@ const maxPositionLen = 4096
 // (the configuration's, the first's first): a decimal is the first
 // cluster's part (the one-cluster form, and what a client holds from
 // before other clusters were added); "<cluster>=<rv>,…" gives parts by
-// name, a cluster it leaves out at 0. A cluster the configuration does
+// name, a cluster it leaves out at 0, each optionally marked "~<since>"
+// (the cluster had not answered since then). A cluster the configuration does
 // not name is skipped: this deployd holds nothing of it (with no names,
 // every named part is). "" and "0" are
 // the zero Position. The error says what is wrong.
@@ -237,9 +361,16 @@ func ParsePosition(s string, names []string) (Position, error) {
 		if !ok || name == "" {
 			return zero, fmt.Errorf("part %q: want <cluster>=<resourceVersion>", cut(part))
 		}
+		num, mark, marked := strings.Cut(num, "~")
 		rv, err := parseDecimal(num)
 		if err != nil {
 			return zero, fmt.Errorf("cluster %q: %w", cut(name), err)
+		}
+		var since uint64
+		if marked {
+			if since, err = parseDecimal(mark); err != nil || since > math.MaxInt64 {
+				return zero, fmt.Errorf("cluster %q: after ~, the time since when it has not answered: want Unix seconds such as 1764687600", cut(name))
+			}
 		}
 		if len(names) <= 1 {
 			if len(names) == 1 && names[0] == name {
@@ -249,7 +380,7 @@ func ParsePosition(s string, names []string) (Position, error) {
 		}
 		for i, n := range names {
 			if n == name {
-				p = p.With(i, rv)
+				p = p.With(i, rv).WithDown(i, int64(since))
 			}
 		}
 	}

@@ -123,14 +123,33 @@
 // between them, so a change can be folded after a newer change of another
 // resource. A client given the newer position by one replica in that
 // window, and resumed by another that folded both, misses the older
-// change until its row changes again. The same holds, for longer, for a
-// cluster that first answers after the replica is ready: its initial
-// lists are folded kind by kind as they arrive, so its rows go out
-// incomplete (an App before its ReplicaSets) at positions that, once the
-// lists are folded, name them complete. History's MODIFIED also relies,
+// change until its row changes again. (A cluster that first answers
+// after the replica is ready has its initial lists folded at once,
+// cluster.Watcher.HoldLate, so its rows never go out before their
+// trees.) History's MODIFIED also relies,
 // for an object removed from a row's tree before this replica started, on
 // the row holding another object newer than M (the owner's status, as the
 // controllers write it when they remove a child).
+//
+// # A cluster's condition
+//
+// While a replica sees a cluster's API server fail, every row of that
+// cluster carries a condition naming it and since when. That is the
+// replica's own observation, made at its own moment, and moves no
+// resourceVersion, so the position marks it: the part of a cluster the
+// replica sees failing is written "<cluster>=<rv>~<since>"
+// (projection.Position.Down). A client's position says which condition
+// it holds its rows of each cluster with. The change of a condition is a
+// batch of every row of the cluster (a record with cond set); it is seen
+// by a client whose part of the cluster is newer, or the same and marked
+// alike, and sent to any other. A client that marks a cluster otherwise
+// than this replica does (it was told by a replica that saw the cluster
+// at another moment) is replayed from the hub's last change of that
+// condition, when the ring holds it, and otherwise caught up as from
+// history, where the rows of that cluster are sent again: it ends with
+// the condition this replica sees, and holds no stale one. The ids a
+// client is given mark each cluster as the client holds it. With one
+// cluster an id stays one decimal and carries no mark.
 //
 // # Concurrency contract
 //

@@ -132,15 +132,22 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 	}
 	var frames [][]byte
 	for _, a := range rows {
-		if c := a.ClusterIndex(); asked.Of(c) == 0 && pos.Of(c) != 0 {
-			continue // the client keeps its rows of a cluster not asked
+		c := a.ClusterIndex()
+		// A cluster the client holds with another condition than this
+		// replica sees (another replica's observation): its rows again.
+		cond := pos.Of(c) != 0 && !pos.SameDown(snap.Position, c) && snap.Position.Of(c) >= pos.Of(c)
+		if asked.Of(c) == 0 && pos.Of(c) != 0 {
+			if cond {
+				frames = append(frames, spec.encode(projection.Modified, a.ApplicationJSON()))
+			}
+			continue // the client keeps its other rows of a cluster not asked
 		}
 		p, ok := was[a.Key()]
 		delete(was, a.Key())
 		switch {
 		case !ok:
 			frames = append(frames, spec.encode(projection.Added, a.ApplicationJSON()))
-		case p.Row != a.Row || a.Changed(asked):
+		case p.Row != a.Row || a.Changed(asked) || cond:
 			frames = append(frames, spec.encode(projection.Modified, a.ApplicationJSON()))
 		}
 	}

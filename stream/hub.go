@@ -110,6 +110,12 @@ type Hub struct {
 	// (the position moves, or the round ends).
 	idViews []*view
 	idPos   projection.Position
+	// before is the hub's position before the batch at idPos: a record
+	// whose cluster it marks otherwise is a change of the condition.
+	before projection.Position
+	// condAt is, by cluster index, the newest record that changed the
+	// cluster's condition: its revision and its part of the cluster.
+	condAt  []condChange
 	synced  bool
 	views   map[string]*view
 	clients map[*subscriber]struct{} // every applications stream being served
@@ -130,6 +136,29 @@ type Hub struct {
 	historyResumes  atomic.Uint64
 	hist            *histories
 	events          atomic.Uint64
+}
+
+// condChange is where the hub last saw a cluster's condition change.
+type condChange struct{ rev, rv uint64 }
+
+// condsReplayable reports whether a client at pos, replayed from the
+// ring, ends with every cluster's condition as the hub holds it: where
+// it marks a cluster both hold otherwise, the ring holds the hub's change
+// to its mark at or past pos's part (its rows are sent again). Called
+// with h.mu held.
+func (h *Hub) condsReplayable(pos projection.Position) bool {
+	if pos.SameDowns(h.pos) {
+		return true
+	}
+	for i := range pos.Len() {
+		if pos.SameDown(h.pos, i) || pos.Of(i) == 0 || h.pos.Of(i) == 0 {
+			continue
+		}
+		if i >= len(h.condAt) || h.condAt[i].rev <= h.ring.floor || h.condAt[i].rv < pos.Of(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // NewHub returns a hub reading src. Its ring starts at src's current
@@ -384,12 +413,21 @@ func (h *Hub) fanOut(rec *record) {
 		// its position, once synced.
 		h.ring.reset(rec.rev-1, rec.pos, h.synced)
 	}
-	if !h.idPos.Covers(rec.pos) {
+	if !h.idPos.Covers(rec.pos) || !h.idPos.SameDowns(rec.pos) {
 		h.queueIDs()
-		h.idPos = rec.pos
+		h.idPos, h.before = rec.pos, h.pos
+	}
+	rec.cond = !h.before.SameDown(rec.pos, int(rec.cluster))
+	if !h.pos.SameDowns(rec.pos) {
+		for i := range rec.pos.Len() {
+			if !h.pos.SameDown(rec.pos, i) {
+				h.condAt = append(h.condAt, make([]condChange, max(0, i+1-len(h.condAt)))...)
+				h.condAt[i] = condChange{rev: rec.rev, rv: rec.pos.Of(i)}
+			}
+		}
 	}
 	h.ring.push(rec)
-	h.pos = h.pos.Max(rec.pos)
+	h.pos = rec.pos.Max(h.pos)
 	h.events.Add(1)
 	if rec.newJSON != nil || rec.oldJSON != nil {
 		for _, v := range h.views {
@@ -404,7 +442,7 @@ func (h *Hub) fanOut(rec *record) {
 			} else {
 				h.idViews = append(h.idViews, v)
 			}
-			v.held, v.heldRev, v.heldPos, v.heldCluster = frame, rec.rev, rec.pos, rec.cluster
+			v.held, v.heldRev, v.heldPos, v.heldCluster, v.heldCond = frame, rec.rev, rec.pos, rec.cluster, rec.cond
 		}
 	}
 	for t := range h.trees[rec.key] {
@@ -424,8 +462,12 @@ func (h *Hub) heartbeat() {
 		for i := len(v.subs) - 1; i >= 0; i-- {
 			s := v.subs[i]
 			f := withID
-			if s.after > last || !h.pos.Covers(s.afterPos) {
+			switch {
+			case s.after > last || !h.pos.Covers(s.afterPos):
 				f = pingFrame // it starts after last: do not move it back
+			case !h.pos.SameDowns(s.afterPos):
+				// It holds a cluster's condition as another replica saw it.
+				f = append(appendID(nil, s.afterPos.Max(h.pos)), pingFrame...)
 			}
 			h.queue(s, f)
 		}
@@ -536,15 +578,20 @@ func (h *Hub) queueHeld(v *view, withID bool) {
 }
 
 // queueHeldTo queues a view's held frame to one of its subscribers if it
-// is due to it, after the id line id when that is not nil. An id is never
-// behind the position the client resumed from, in any cluster. Called
-// with h.mu held.
+// is due to it, after the id line id when that is not nil (the batch's
+// last frame). An id is never behind the position the client resumed
+// from, in any cluster, and marks each cluster's condition as the client
+// holds it. Called with h.mu held.
 func (h *Hub) queueHeldTo(v *view, s *subscriber, id []byte) {
-	if v.held == nil || v.heldRev <= s.after || s.afterPos.Covers(v.heldPos) || s.sawElsewhere(v.heldPos, int(v.heldCluster)) {
+	if v.held == nil || v.heldRev <= s.after || s.saw(v.heldPos, int(v.heldCluster), v.heldCond) {
 		return
 	}
-	if id != nil && !v.heldPos.Covers(s.afterPos) {
-		id = appendID(nil, v.heldPos.Max(s.afterPos))
+	if id != nil {
+		// The batch ends: the client holds its clusters' conditions.
+		s.afterPos = s.afterPos.MarksFrom(v.heldPos)
+		if !v.heldPos.Covers(s.afterPos) || !v.heldPos.SameDowns(s.afterPos) {
+			id = appendID(nil, s.afterPos.Max(v.heldPos))
+		}
 	}
 	if id != nil && !s.push(id) {
 		h.cutSlow(s)
@@ -584,7 +631,7 @@ func (h *Hub) Synced(listed projection.Position) {
 func (h *Hub) markSynced(at projection.Position) {
 	h.queueIDs()
 	h.synced = true
-	h.pos = h.pos.Max(at)
+	h.pos = at.Max(h.pos)
 	h.ring.reset(h.ring.last(), h.pos, true)
 }
 

@@ -17,9 +17,13 @@ type record struct {
 	key        projection.AppKey
 	row        projection.RowKind
 	appChanged bool
-	hasOld     bool
-	hasNew     bool
-	old, new   rowAttrs
+	// cond: the Apply that made it changed its cluster's condition (the
+	// mark of pos's part, projection.Position.Down): every row of the
+	// cluster is sent again, at a resourceVersion that may not move.
+	cond     bool
+	hasOld   bool
+	hasNew   bool
+	old, new rowAttrs
 	// newJSON is the Application after the change (nil when deleted or
 	// when only the tree changed); oldJSON the one before, kept only when
 	// a caller may need it: a deletion, or a change of what decides
@@ -48,11 +52,17 @@ func newRecord(d *projection.Delta, at int64) *record {
 }
 
 // seenAt reports whether a client at position p has seen the record's
-// change: p's part of the record's cluster is at or past the record's own.
-// Exact across replicas, which fold the clusters' changes interleaved in
-// different orders but each cluster's in its own order.
+// change: p's part of the record's cluster is at or past the record's own
+// (and, for a change of the cluster's condition at the same
+// resourceVersion, marks it alike). Exact across replicas, which fold the
+// clusters' changes interleaved in different orders but each cluster's in
+// its own order.
 func (rec *record) seenAt(p projection.Position) bool {
-	return rec.pos.Of(int(rec.cluster)) <= p.Of(int(rec.cluster))
+	c := int(rec.cluster)
+	if rec.cond {
+		return p.Saw(rec.pos, c)
+	}
+	return rec.pos.Of(c) <= p.Of(c)
 }
 
 func attrsOf(a *projection.App) rowAttrs {

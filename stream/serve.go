@@ -152,10 +152,18 @@ func (h *Hub) resumable(ctx context.Context, pos projection.Position) (uint64, b
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.ring.floorKnown || !pos.Covers(h.ring.floorPos) {
+	if !h.ring.floorKnown || !pos.Covers(h.ring.floorPos) || !h.condsReplayable(pos) {
 		return 0, false
 	}
-	return h.ring.locate(pos), true
+	rev := h.ring.locate(pos)
+	// A cluster the client marks otherwise: its rows go again from the
+	// hub's last change of its condition, which pos may cover.
+	for i := range pos.Len() {
+		if i < len(h.condAt) && !pos.SameDown(h.pos, i) && h.condAt[i].rev > h.ring.floor {
+			rev = min(rev, h.condAt[i].rev-1)
+		}
+	}
+	return rev, true
 }
 
 // resumePoll is how often a resuming stream looks whether the fold reached
@@ -230,7 +238,10 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 	flushHeld := func(withID bool) {
 		if held != nil {
 			if withID {
-				out.write(appendID(nil, heldPos.Max(pos)))
+				// The batch ends: the client holds its clusters'
+				// conditions (the seen test reads them).
+				pos = pos.MarksFrom(heldPos)
+				out.write(appendID(nil, pos.Max(heldPos)))
 			}
 			out.write(held)
 			held = nil
@@ -248,7 +259,10 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 			// last of its position. It is queued, not written, under the
 			// lock, ahead of anything live.
 			delete(h.catching, s)
-			id := heldPos.Max(pos)
+			if held != nil {
+				pos = pos.MarksFrom(heldPos)
+			}
+			id := pos.Max(heldPos)
 			if seenMoved {
 				id = id.Max(seenPast)
 			}
@@ -278,6 +292,9 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 			if rec.newJSON == nil && rec.oldJSON == nil {
 				continue
 			}
+			if held != nil && (!heldPos.Covers(rec.pos) || !heldPos.SameDowns(rec.pos)) {
+				flushHeld(true) // a new batch
+			}
 			if rec.seenAt(pos) {
 				if !pos.Covers(rec.pos) {
 					seenPast, seenMoved = rec.pos, true
@@ -285,7 +302,7 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 				continue
 			}
 			if f := spec.frame(rec, &h.replayEncodings); f != nil {
-				flushHeld(!heldPos.Covers(rec.pos))
+				flushHeld(false)
 				held, heldPos = f, rec.pos
 			}
 		}

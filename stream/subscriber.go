@@ -36,6 +36,18 @@ type subscriber struct {
 	wake    chan struct{}
 }
 
+// saw reports whether the client holds the change of cluster c at
+// position pos that the hub fans out after it joined: its position covers
+// pos, or it saw the change on another replica (sawElsewhere). A change of
+// the cluster's condition (cond) it holds when its position has a newer
+// part of c, or the same part marked alike.
+func (s *subscriber) saw(pos projection.Position, c int, cond bool) bool {
+	if cond {
+		return s.afterPos.Saw(pos, c)
+	}
+	return s.afterPos.Covers(pos) || s.sawElsewhere(pos, c)
+}
+
 // sawElsewhere reports whether the client saw, on another replica, the
 // change of cluster c at position pos that the hub fans out after it
 // joined: afterPos covers pos's part of c, which the hub had not reached

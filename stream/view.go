@@ -24,6 +24,7 @@ type view struct {
 	heldRev     uint64
 	heldPos     projection.Position
 	heldCluster uint16
+	heldCond    bool
 }
 
 func newView(scope auth.Scope, f AppFilter) *view {

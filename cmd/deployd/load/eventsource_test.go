@@ -107,7 +107,8 @@ func (p esPos) format(names []string) string {
 
 // parseESPos reads an id as a client of the clusters names holds it: a
 // decimal is the first cluster's part; "<cluster>=<rv>,…" gives parts by
-// name, one it leaves out at 0. false: not a position of these clusters
+// name, one it leaves out at 0 (a part's mark of its cluster not
+// answering, "~<since>", is deployd's to read back). false: not a position of these clusters
 // (a name deployd does not read, or not a number); the zero esPos then.
 func parseESPos(b []byte, names []string) (esPos, bool) {
 	var p esPos
@@ -130,6 +131,7 @@ func parseESPos(b []byte, names []string) (esPos, bool) {
 		if !ok {
 			return esPos{}, false
 		}
+		num, _, _ = bytes.Cut(num, []byte("~"))
 		i := slices.Index(names, string(name))
 		rv, err := strconv.ParseUint(string(num), 10, 64)
 		if i < 0 || err != nil {
