@@ -51,7 +51,16 @@ func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-// PrincipalFrom returns the Principal stored by WithPrincipal, or nil.
+// PrincipalKey is the context key PrincipalFrom reads. A context type that
+// keeps the request's Principal in a field of its own answers Value of this
+// key with it (a *Principal), so that middleware which puts everything it
+// adds to a request into one value needs no second one for the Principal.
+// The same rule as WithPrincipal's holds: only code that validated the
+// token the Principal came from may do so.
+func PrincipalKey() any { return principalKey{} }
+
+// PrincipalFrom returns the Principal stored by WithPrincipal (or under
+// PrincipalKey), or nil.
 func PrincipalFrom(ctx context.Context) *Principal {
 	p, _ := ctx.Value(principalKey{}).(*Principal)
 	return p

@@ -140,3 +140,28 @@ func TestValidOrg(t *testing.T) {
 		}
 	}
 }
+
+// principalCarrier keeps a Principal in a field of its own.
+type principalCarrier struct {
+	context.Context
+	p *Principal
+}
+
+func (c principalCarrier) Value(key any) any {
+	if key == PrincipalKey() {
+		return c.p
+	}
+	return c.Context.Value(key)
+}
+
+func TestPrincipalKey(t *testing.T) {
+	want := &Principal{Subject: "a"}
+	ctx, cancel := context.WithCancel(principalCarrier{Context: context.Background(), p: want})
+	defer cancel()
+	if got := PrincipalFrom(ctx); got != want {
+		t.Fatalf("got %+v from a context carrying the Principal under PrincipalKey, want %+v", got, want)
+	}
+	if PrincipalKey() == any(struct{}{}) {
+		t.Fatal("PrincipalKey is an empty struct any package could spell")
+	}
+}

@@ -96,9 +96,9 @@ func (s *Server) streamRoutes() {
 func (s *Server) mount(table []route) {
 	for _, prefix := range argoPrefixes {
 		for _, r := range table {
-			s.e.Add(r.method, prefix+r.path, r.h, r.mw...)
+			s.handle(r.method, prefix+r.path, r.h, r.mw...)
 			if r.write {
-				s.writes[r.method+" "+prefix+r.path] = true
+				s.writes[writeRoute{r.method, prefix + r.path}] = true
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -10,9 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// auditKey carries what a write handler did, for its audit line.
-type auditKey struct{}
-
+// auditRecord is what a write handler did, for its audit line; the
+// request's state carries it (requestState.audit).
 type auditRecord struct {
 	app, namespace, summary string
 }
@@ -22,8 +20,11 @@ func (s *Server) isWriteRoute(method, path string) bool {
 	if method == http.MethodPost && (path == reconcilePath || path == webhookPath || path == suspendPath || path == resumePath) {
 		return true
 	}
-	return s.writes[method+" "+path]
+	return s.writes[writeRoute{method, path}]
 }
+
+// writeRoute names a write route: its method and its path template.
+type writeRoute struct{ method, path string }
 
 // audit writes one structured line per write request: who, what, when and
 // the result. It runs before authentication, so refusals (a bad token, a
@@ -37,7 +38,7 @@ func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
 		if rec.app == "" {
 			rec.app = c.Param("app")
 		}
-		c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), auditKey{}, rec)))
+		ensureState(c).audit = rec
 		start := s.d.Now()
 		err := next(c)
 		status := c.Response().Status
@@ -66,8 +67,8 @@ func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func auditOf(c echo.Context) *auditRecord {
-	if rec, ok := c.Request().Context().Value(auditKey{}).(*auditRecord); ok {
-		return rec
+	if st := stateOf(c.Request().Context()); st != nil && st.audit != nil {
+		return st.audit
 	}
 	return &auditRecord{}
 }

@@ -29,19 +29,20 @@ type authInfo struct {
 	note string
 }
 
-type authInfoKey struct{}
-
+// authInfoFrom is what Authenticate learned about the request of ctx (the
+// zero authInfo when it did not run).
 func authInfoFrom(ctx context.Context) authInfo {
-	ai, _ := ctx.Value(authInfoKey{}).(authInfo)
-	return ai
+	if st := stateOf(ctx); st != nil {
+		return st.authn
+	}
+	return authInfo{}
 }
 
+// withAuth records the request's principal (nil: anonymous) and how it was
+// established in its state.
 func withAuth(c echo.Context, p *auth.Principal, ai authInfo) {
-	ctx := context.WithValue(c.Request().Context(), authInfoKey{}, ai)
-	if p != nil {
-		ctx = auth.WithPrincipal(ctx, p)
-	}
-	c.SetRequest(c.Request().WithContext(ctx))
+	st := ensureState(c)
+	st.principal, st.authn, st.authenticated = p, ai, true
 }
 
 // Authenticate resolves the caller's Principal from "Authorization: Bearer
@@ -233,8 +234,8 @@ func SameOrigin(publicURL string) echo.MiddlewareFunc {
 // Authenticate has not run, a request without a bearer token that carries a
 // session cookie counts as one (fail closed).
 func usesCookie(r *http.Request) bool {
-	if ai, ok := r.Context().Value(authInfoKey{}).(authInfo); ok {
-		return ai.via == credentialCookie || (ai.via == credentialNone && auth.CarriesSessionCookie(r))
+	if st := stateOf(r.Context()); st != nil && st.authenticated {
+		return st.authn.via == credentialCookie || (st.authn.via == credentialNone && auth.CarriesSessionCookie(r))
 	}
 	scheme, _, _ := strings.Cut(r.Header.Get(echo.HeaderAuthorization), " ")
 	return !strings.EqualFold(scheme, "Bearer") && auth.CarriesSessionCookie(r)

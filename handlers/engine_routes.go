@@ -31,10 +31,10 @@ const (
 )
 
 func (s *Server) engineRoutes() {
-	s.e.POST(reconcilePath, s.reconcile, s.requireEngineWriter, s.onLeader)
-	s.e.POST(webhookPath, s.gitWebhook, s.selectEngine, s.onLeader)
-	s.e.POST(suspendPath, s.suspendEngine, s.requireEngineWriter, s.onLeader)
-	s.e.POST(resumePath, s.resumeEngine, s.requireEngineWriter, s.onLeader)
+	s.handle(http.MethodPost, reconcilePath, s.reconcile, s.requireEngineWriter, s.onLeader)
+	s.handle(http.MethodPost, webhookPath, s.gitWebhook, s.selectEngine, s.onLeader)
+	s.handle(http.MethodPost, suspendPath, s.suspendEngine, s.requireEngineWriter, s.onLeader)
+	s.handle(http.MethodPost, resumePath, s.resumeEngine, s.requireEngineWriter, s.onLeader)
 }
 
 // suspendEngine stops the engine's interval and webhook runs and refuses

@@ -147,8 +147,11 @@ type Server struct {
 	e       *echo.Echo
 	session *Session
 	cache   *responseCache
-	// writes are the write routes ("POST /path/:name/sync"), audited.
-	writes map[string]bool
+	// writes are the write routes (POST /path/:name/sync), audited.
+	writes map[writeRoute]bool
+	// chain is the middleware every request goes through, composed once
+	// (front).
+	chain echo.HandlerFunc
 	// fwd carries requests forwarded to the engine's leader.
 	fwdOnce sync.Once
 	fwd     http.RoundTripper
@@ -173,25 +176,25 @@ func New(d Deps) *Server {
 	if d.ClusterName == "" {
 		d.ClusterName = "in-cluster"
 	}
-	s := &Server{d: d, e: echo.New(), session: NewSession(d.Auth, d.Log), cache: newResponseCache(256), writes: map[string]bool{}, clusterNames: d.Projection.ClusterNames()}
+	s := &Server{d: d, e: echo.New(), session: NewSession(d.Auth, d.Log), cache: newResponseCache(256), writes: map[writeRoute]bool{}, clusterNames: d.Projection.ClusterNames()}
 	s.session.metrics = d.Metrics
 	s.initEngines()
 	e := s.e
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.Pre(routeEscaped)
-	e.Use(
+	s.chain = compose(func(c echo.Context) error { return stateOf(c.Request().Context()).next(c) },
 		accessLog(d.Log, d.Now, d.Metrics),
 		recoverPanics(d.Log),
 		tracing(),
 		securityHeaders(),
-		// The git webhook reads its own, larger, limit.
-		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "64K", Skipper: func(c echo.Context) bool { return c.Path() == webhookPath }}),
+		bodyLimit(),
 		decodeParams,
 		s.audit,
 		s.session.Authenticate(),
 		SameOrigin(d.PublicURL),
 	)
+	e.Use(s.front)
 	s.session.Register(e)
 	s.routes()
 	s.mountArgo()
@@ -219,6 +222,40 @@ func New(d Deps) *Server {
 	return s
 }
 
+// front is the one middleware Echo applies itself. Echo v4 calls every
+// middleware's constructor again on each request (a closure each), so the
+// chain is composed once, in New; front starts the request's state, with
+// the route's handler as where the chain ends, and runs it.
+func (s *Server) front(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		c.SetRequest(r.WithContext(&requestState{Context: r.Context(), next: next}))
+		return s.chain(c)
+	}
+}
+
+// compose applies middleware to h once: the first wraps the others.
+func compose(h echo.HandlerFunc, middleware ...echo.MiddlewareFunc) echo.HandlerFunc {
+	for i := len(middleware) - 1; i >= 0; i-- {
+		h = middleware[i](h)
+	}
+	return h
+}
+
+// handle registers h for method and path with its route middleware applied
+// once, here: Echo v4 would apply it again on every request.
+func (s *Server) handle(method, path string, h echo.HandlerFunc, middleware ...echo.MiddlewareFunc) {
+	s.e.Add(method, path, compose(h, middleware...))
+}
+
+// bodyLimit holds a request's body to 64 KiB. The git webhook reads its
+// own, larger, limit.
+func bodyLimit() echo.MiddlewareFunc {
+	return middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "64K", Skipper: func(c echo.Context) bool {
+		return c.Path() == webhookPath
+	}})
+}
+
 // Handler returns the server as an http.Handler.
 func (s *Server) Handler() http.Handler { return s.e }
 
@@ -232,14 +269,14 @@ func (s *Server) routes() {
 	e.GET("/v1/deploy/health", s.health("deploy"))
 	e.GET("/v1/paas/health", s.health("paas"))
 
-	e.GET("/v1/deploy/gitops", s.gitops, append(scoped, s.requireSuperAdmin)...)
+	s.handle(http.MethodGet, "/v1/deploy/gitops", s.gitops, append(scoped, s.requireSuperAdmin)...)
 
-	e.GET("/v1/deploy/:name/tree", s.nativeTree, scoped...)
-	e.GET("/v1/deploy/:name/resource/:ref", s.resource, scoped...)
-	e.GET("/v1/deploy/:name/logs", s.logs, scoped...)
+	s.handle(http.MethodGet, "/v1/deploy/:name/tree", s.nativeTree, scoped...)
+	s.handle(http.MethodGet, "/v1/deploy/:name/resource/:ref", s.resource, scoped...)
+	s.handle(http.MethodGet, "/v1/deploy/:name/logs", s.logs, scoped...)
 
 	paas := []echo.MiddlewareFunc{RequireScope(), s.requirePaaS, s.requireReady}
-	e.GET("/v1/paas/apps", s.paasList, paas...)
-	e.GET("/v1/paas/apps/:app", s.paasApp, paas...)
-	e.GET("/v1/paas/stream/apps", s.paasStream, paas...)
+	s.handle(http.MethodGet, "/v1/paas/apps", s.paasList, paas...)
+	s.handle(http.MethodGet, "/v1/paas/apps/:app", s.paasApp, paas...)
+	s.handle(http.MethodGet, "/v1/paas/stream/apps", s.paasStream, paas...)
 }

@@ -25,7 +25,6 @@ type Writer interface {
 // anything is looked up; cookie-authenticated writes must come from the
 // dashboard's origin (SameOrigin, on every request).
 func (s *Server) writeRoutes() {
-	e := s.e
 	w := []echo.MiddlewareFunc{s.requireWriter, s.requireReady}
 	for path, h := range map[string]echo.HandlerFunc{
 		"/v1/deploy/:name/sync":      s.sync(nativeParams),
@@ -33,8 +32,8 @@ func (s *Server) writeRoutes() {
 		"/v1/paas/apps/:app/deploy":  s.paasDeploy,
 		"/v1/paas/apps/:app/release": s.paasRelease,
 	} {
-		e.POST(path, h, w...)
-		s.writes[http.MethodPost+" "+path] = true
+		s.handle(http.MethodPost, path, h, w...)
+		s.writes[writeRoute{http.MethodPost, path}] = true
 	}
 }
 
