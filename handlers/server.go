@@ -249,11 +249,18 @@ func (s *Server) handle(method, path string, h echo.HandlerFunc, middleware ...e
 }
 
 // bodyLimit holds a request's body to 64 KiB. The git webhook reads its
-// own, larger, limit.
+// own, larger, limit. A request without a body has nothing to limit and is
+// not given a reader for it.
 func bodyLimit() echo.MiddlewareFunc {
 	return middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "64K", Skipper: func(c echo.Context) bool {
-		return c.Path() == webhookPath
+		return c.Path() == webhookPath || hasNoBody(c.Request())
 	}})
+}
+
+// hasNoBody reports whether r carries no body at all (net/http's NoBody,
+// length 0), as a GET or HEAD does.
+func hasNoBody(r *http.Request) bool {
+	return r.ContentLength == 0 && (r.Body == nil || r.Body == http.NoBody)
 }
 
 // Handler returns the server as an http.Handler.
