@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hanzoai/deploy/auth"
 )
@@ -110,5 +113,23 @@ func TestRequestStateIsTheContext(t *testing.T) {
 	}
 	if stateOf(context.Background()) != nil {
 		t.Fatal("a context without a state answers one")
+	}
+}
+
+// TestTracingOnlyWithAProvider: a request is traced once a tracer provider
+// is installed, and not while the provider is otel's default or a no-op.
+func TestTracingOnlyWithAProvider(t *testing.T) {
+	prev := otel.GetTracerProvider()
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	if prev == noopTracerProvider && tracingOn() {
+		t.Fatal("tracing is on before any provider was installed")
+	}
+	otel.SetTracerProvider(noop.NewTracerProvider())
+	if tracingOn() {
+		t.Fatal("tracing is on with a no-op provider")
+	}
+	otel.SetTracerProvider(sdktrace.NewTracerProvider())
+	if !tracingOn() {
+		t.Fatal("tracing is off with a provider installed")
 	}
 }

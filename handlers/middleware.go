@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/metrics"
@@ -79,13 +80,19 @@ func accessLog(log *slog.Logger, now func() time.Time, m *metrics.Metrics) echo.
 	}
 }
 
-// tracing starts a span per request with the global tracer provider: a
-// no-op unless the binary installed an exporter (OTEL_EXPORTER_OTLP_ENDPOINT).
+// tracing starts a span per request with the global tracer provider, once
+// the binary installed one (an exporter, OTEL_EXPORTER_OTLP_ENDPOINT).
+// Until then the provider is otel's no-op and a request skips the span and
+// the trace context's extraction altogether: both would allocate for
+// nothing.
 func tracing() echo.MiddlewareFunc {
 	tracer := otel.Tracer("github.com/hanzoai/deploy/handlers")
 	prop := propagation.TraceContext{}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if !tracingOn() {
+				return next(c)
+			}
 			r := c.Request()
 			ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 			ctx, span := tracer.Start(ctx, r.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer),
@@ -103,6 +110,22 @@ func tracing() echo.MiddlewareFunc {
 			}
 			return err
 		}
+	}
+}
+
+// noopTracerProvider is otel's global provider before any is installed:
+// it hands out spans that record nothing.
+var noopTracerProvider = otel.GetTracerProvider()
+
+// tracingOn reports whether a tracer provider that records spans is
+// installed: neither the global one before any was set, nor an explicit
+// no-op. It is cheap enough to ask on every request (an atomic load).
+func tracingOn() bool {
+	switch tp := otel.GetTracerProvider(); tp.(type) {
+	case noop.TracerProvider:
+		return false
+	default:
+		return tp != noopTracerProvider
 	}
 }
 
