@@ -115,7 +115,7 @@ func newSigninEnv(t *testing.T, mutate func(*auth.Config)) *signinEnv {
 
 // newBrowser is an HTTP client with a cookie jar that does not follow
 // redirects, so each step of a sign-in is visible.
-func newBrowser(t *testing.T) *http.Client {
+func newBrowser(t testing.TB) *http.Client {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
@@ -135,7 +135,7 @@ type signinResponse struct {
 	header   http.Header
 }
 
-func sendRequest(t *testing.T, c *http.Client, method, u string, header map[string]string) signinResponse {
+func sendRequest(t testing.TB, c *http.Client, method, u string, header map[string]string) signinResponse {
 	t.Helper()
 	req, err := http.NewRequest(method, u, nil)
 	if err != nil {
@@ -153,13 +153,13 @@ func sendRequest(t *testing.T, c *http.Client, method, u string, header map[stri
 	return signinResponse{code: resp.StatusCode, location: resp.Header.Get("Location"), body: string(b), header: resp.Header}
 }
 
-func getPage(t *testing.T, c *http.Client, u string) signinResponse {
+func getPage(t testing.TB, c *http.Client, u string) signinResponse {
 	return sendRequest(t, c, http.MethodGet, u, nil)
 }
 
 // startLogin runs /login and the provider's authorize step for user and
 // returns the callback URL the provider sent the browser to.
-func (env *signinEnv) startLogin(t *testing.T, c *http.Client, user mockoidc.User, returnTo string) string {
+func (env *signinEnv) startLogin(t testing.TB, c *http.Client, user mockoidc.User, returnTo string) string {
 	t.Helper()
 	u := env.URL + "/v1/deploy/login"
 	if returnTo != "" {
@@ -178,7 +178,7 @@ func (env *signinEnv) startLogin(t *testing.T, c *http.Client, user mockoidc.Use
 }
 
 // signIn completes a sign-in for user and returns the browser.
-func (env *signinEnv) signIn(t *testing.T, user mockoidc.User) *http.Client {
+func (env *signinEnv) signIn(t testing.TB, user mockoidc.User) *http.Client {
 	t.Helper()
 	c := newBrowser(t)
 	r := getPage(t, c, env.startLogin(t, c, user, "/v1/deploy/applications"))
