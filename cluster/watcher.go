@@ -76,10 +76,11 @@ type Watcher struct {
 	counts [32]listCounts
 
 	// The hold of a late cluster's initial lists (HoldLate).
-	holdMu  sync.Mutex
-	late    func() bool
-	hold    holdState
-	holding []projection.Change
+	holdMu    sync.Mutex
+	late      func() bool
+	answering []projection.Change // folded with the held lists
+	hold      holdState
+	holding   []projection.Change
 }
 
 // holdState is where a watcher is with the hold of its initial lists.
@@ -96,10 +97,12 @@ const (
 // cluster did not answer at start): the changes are handed to the feed in
 // one PushAll once every kind has listed, so its rows go out complete, at
 // one position, rather than kind by kind (an App before its ReplicaSets).
-// Call it before Run.
-func (w *Watcher) HoldLate(late func() bool) {
+// answering are folded with them: the changes that say the cluster
+// answers (its lists just did), so its rows do not go out as the last
+// state of a cluster that does not. Call it before Run.
+func (w *Watcher) HoldLate(late func() bool, answering ...projection.Change) {
 	w.holdMu.Lock()
-	w.late = late
+	w.late, w.answering = late, answering
 	w.holdMu.Unlock()
 }
 
@@ -151,7 +154,7 @@ func (w *Watcher) releaseWhenListed(ctx context.Context) {
 			continue
 		}
 		w.holdMu.Lock()
-		w.feed.PushAll(w.holding)
+		w.feed.PushAll(append(w.holding, w.answering...))
 		n := len(w.holding)
 		w.holding, w.hold = nil, holdOff
 		w.holdMu.Unlock()

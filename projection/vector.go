@@ -127,13 +127,12 @@ func (p Position) WithDown(i int, since int64) Position {
 // SameDown reports whether p and q mark cluster i alike.
 func (p Position) SameDown(q Position, i int) bool { return p.Down(i) == q.Down(i) }
 
-// MarksFrom is p with q's marks on the parts where q is at or past p: a
-// client at p given a batch at q holds q's condition of each cluster it
-// holds no newer part of.
-func (p Position) MarksFrom(q Position) Position {
+// WithMarksOf is p with q's mark on every part: the position a client is
+// given marks each cluster as the client holds it.
+func (p Position) WithMarksOf(q Position) Position {
 	out := p
-	for i := range max(p.parts(), q.parts()) {
-		if q.Of(i) >= p.Of(i) && !p.SameDown(q, i) {
+	for i := range p.parts() {
+		if !out.SameDown(q, i) {
 			out = out.WithDown(i, q.Down(i))
 		}
 	}

@@ -2,8 +2,10 @@ package stream_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
@@ -149,5 +151,50 @@ func TestTwoClustersConditionAcrossReplicas(t *testing.T) {
 	}
 	if s := steady.hub.Stats(); s.HistoryResumes != 1 {
 		t.Errorf("the steady replica caught the client up from its history %d times, want once", s.HistoryResumes)
+	}
+}
+
+// TestTwoClustersConditionOfALateCluster: a replica that started while
+// staging did not answer (it holds nothing of it, and marks it failing)
+// resumes a client that holds staging's rows without the condition. When
+// staging answers, the replica folds its rows (still marked failing: it
+// has not seen the cluster answer yet), then a change of in-cluster, then
+// the end of the condition: the client is sent in-cluster's change alone,
+// and its ids mark staging as it holds it (not as the replica does), so
+// nothing it holds comes again, here or on another replica.
+func TestTwoClustersConditionOfALateCluster(t *testing.T) {
+	var c cluster2
+	home := []projection.Change{c.app(0, "hanzo", "iam", "", "v1")}
+	staging := []projection.Change{c.app(1, "hanzo", "iam", "", "v1"), c.app(1, "tenant-acme", "web", "acme", "v1")}
+	a := newReplica(t, slices.Concat(home, staging))
+	failing := projection.Change{Op: projection.Unreachable, Cluster: 1, Since: 1764680000}
+	b := newReplicaWith(t, append(slices.Clone(home), failing), stream.Options{Batch: -1},
+		func(p projection.Position) projection.Position { return p.With(1, 0) })
+	names := a.store.Config().ClusterNames()
+	_, at0 := a.read(t, "all", "", 3)
+
+	change := c.app(0, "hanzo", "iam", "", "v2")
+	a.apply(t, change)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		deadline := time.Now().Add(5 * time.Second)
+		for b.hub.Stats().Joined == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		b.apply(t, staging...)
+		b.apply(t, change)
+		b.apply(t, projection.Change{Op: projection.Unreachable, Cluster: 1})
+	}()
+	got, at1 := b.read(t, "all", at0, 1)
+	<-done
+	if k := eventKeys(t, got); !k["MODIFIED hanzo/iam"] {
+		t.Errorf("on b from %s: %v, want in-cluster's change alone", at0, k)
+	}
+	if p, err := projection.ParsePosition(at1, names); err != nil || p.Down(1) != 0 {
+		t.Errorf("b's id %s (%v): staging marked failing, which the client does not hold", at1, err)
+	}
+	if fs, _ := a.read(t, "all", at1, 0); len(fs) != 0 {
+		t.Errorf("on a from b's id: %d events, want none", len(fs))
 	}
 }

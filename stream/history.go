@@ -121,7 +121,15 @@ func (h *Hub) fromHistory(ctx context.Context, out *eventWriter, spec *view, pos
 			return 0, projection.Position{}, false
 		}
 	}
-	at := snap.Position.Max(pos)
+	// The client ends with this replica's condition of every cluster it
+	// is sent rows of again or anew, and keeps its own of the others.
+	marks := pos
+	for i := range snap.Position.Len() {
+		if pos.Of(i) == 0 || (!pos.SameDown(snap.Position, i) && snap.Position.Of(i) >= pos.Of(i)) {
+			marks = marks.WithDown(i, snap.Position.Down(i))
+		}
+	}
+	at := snap.Position.Max(pos).WithMarksOf(marks)
 	rows := spec.rows(snap)
 	was := make(map[projection.AppKey]*projection.PastRow, len(past.Rows))
 	for i := range past.Rows {

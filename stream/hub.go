@@ -467,7 +467,7 @@ func (h *Hub) heartbeat() {
 				f = pingFrame // it starts after last: do not move it back
 			case !h.pos.SameDowns(s.afterPos):
 				// It holds a cluster's condition as another replica saw it.
-				f = append(appendID(nil, s.afterPos.Max(h.pos)), pingFrame...)
+				f = append(appendID(nil, h.pos.Max(s.afterPos).WithMarksOf(s.afterPos)), pingFrame...)
 			}
 			h.queue(s, f)
 		}
@@ -583,15 +583,16 @@ func (h *Hub) queueHeld(v *view, withID bool) {
 // from, in any cluster, and marks each cluster's condition as the client
 // holds it. Called with h.mu held.
 func (h *Hub) queueHeldTo(v *view, s *subscriber, id []byte) {
-	if v.held == nil || v.heldRev <= s.after || s.saw(v.heldPos, int(v.heldCluster), v.heldCond) {
+	c := int(v.heldCluster)
+	if v.held == nil || v.heldRev <= s.after || s.saw(v.heldPos, c, v.heldCond) {
 		return
 	}
-	if id != nil {
-		// The batch ends: the client holds its clusters' conditions.
-		s.afterPos = s.afterPos.MarksFrom(v.heldPos)
-		if !v.heldPos.Covers(s.afterPos) || !v.heldPos.SameDowns(s.afterPos) {
-			id = appendID(nil, s.afterPos.Max(v.heldPos))
-		}
+	if v.heldCond && !s.afterPos.SameDown(v.heldPos, c) {
+		// The client holds the cluster's rows with this condition now.
+		s.afterPos, s.condPos = s.afterPos.WithDown(c, v.heldPos.Down(c)), v.heldPos
+	}
+	if id != nil && (!v.heldPos.Covers(s.afterPos) || !v.heldPos.SameDowns(s.afterPos)) {
+		id = appendID(nil, s.afterPos.Max(v.heldPos).WithMarksOf(s.afterPos))
 	}
 	if id != nil && !s.push(id) {
 		h.cutSlow(s)

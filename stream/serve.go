@@ -235,13 +235,14 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 	// does not send it again. Never set with one cluster.
 	var seenPast projection.Position
 	seenMoved := false
+	// pos's marks are the clusters' conditions as the client holds them
+	// (ids carry them): a change of a condition it is sent sets its
+	// cluster's, and the rest of that batch (condPos) is due too.
+	var condPos projection.Position
 	flushHeld := func(withID bool) {
 		if held != nil {
 			if withID {
-				// The batch ends: the client holds its clusters'
-				// conditions (the seen test reads them).
-				pos = pos.MarksFrom(heldPos)
-				out.write(appendID(nil, pos.Max(heldPos)))
+				out.write(appendID(nil, pos.Max(heldPos).WithMarksOf(pos)))
 			}
 			out.write(held)
 			held = nil
@@ -259,13 +260,11 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 			// last of its position. It is queued, not written, under the
 			// lock, ahead of anything live.
 			delete(h.catching, s)
-			if held != nil {
-				pos = pos.MarksFrom(heldPos)
-			}
 			id := pos.Max(heldPos)
 			if seenMoved {
 				id = id.Max(seenPast)
 			}
+			id = id.WithMarksOf(pos)
 			if held != nil || seenMoved {
 				s.push(appendID(nil, id))
 				if held != nil {
@@ -279,6 +278,7 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 				}
 			}
 			h.join(s, spec, rev, pos)
+			s.condPos = condPos
 			h.mu.Unlock()
 			return true, false
 		}
@@ -295,11 +295,14 @@ func (h *Hub) catchUp(ctx context.Context, out *eventWriter, s *subscriber, spec
 			if held != nil && (!heldPos.Covers(rec.pos) || !heldPos.SameDowns(rec.pos)) {
 				flushHeld(true) // a new batch
 			}
-			if rec.seenAt(pos) {
+			if (!rec.cond || !condPos.Equal(rec.pos)) && rec.seenAt(pos) {
 				if !pos.Covers(rec.pos) {
 					seenPast, seenMoved = rec.pos, true
 				}
 				continue
+			}
+			if c := int(rec.cluster); rec.cond && !pos.SameDown(rec.pos, c) {
+				pos, condPos = pos.WithDown(c, rec.pos.Down(c)), rec.pos
 			}
 			if f := spec.frame(rec, &h.replayEncodings); f != nil {
 				flushHeld(false)

@@ -22,6 +22,10 @@ type subscriber struct {
 	// it joined that afterPos's part of the record's own cluster covers is
 	// one it saw.
 	joinPos projection.Position
+	// condPos is the position of the change of a cluster's condition
+	// that last changed afterPos's mark of it: the rest of that batch is
+	// due too.
+	condPos projection.Position
 	index   int  // in view.subs
 	touched bool // in Hub.touched
 	// While it replays the ring (in Hub.catching): the revision it has
@@ -40,10 +44,10 @@ type subscriber struct {
 // position pos that the hub fans out after it joined: its position covers
 // pos, or it saw the change on another replica (sawElsewhere). A change of
 // the cluster's condition (cond) it holds when its position has a newer
-// part of c, or the same part marked alike.
+// part of c, or the same part marked alike (not by this very batch).
 func (s *subscriber) saw(pos projection.Position, c int, cond bool) bool {
 	if cond {
-		return s.afterPos.Saw(pos, c)
+		return !s.condPos.Equal(pos) && s.afterPos.Saw(pos, c)
 	}
 	return s.afterPos.Covers(pos) || s.sawElsewhere(pos, c)
 }

@@ -74,7 +74,7 @@ func newClusterSet(pcfg projection.Config, first *cluster.Watcher, others []*clu
 		if len(f.watchers) > 1 {
 			// A cluster that first answers once the plane is ready (and
 			// serves streams) is folded at once, not kind by kind.
-			w.HoldLate(f.ready.Load)
+			w.HoldLate(f.ready.Load, projection.Change{Op: projection.Unreachable, Cluster: i})
 		}
 	}
 	return f
