@@ -211,9 +211,19 @@ func (m *Metrics) Request(method, route string, code int, took time.Duration) {
 	if code < 100 || code > 599 {
 		code = 0
 	}
-	m.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	m.requests.WithLabelValues(route, method, statusLabels[code]).Inc()
 	m.requestSeconds.WithLabelValues(route, method).Observe(took.Seconds())
 }
+
+// statusLabels are the code label's values, "0" and "100" to "599", made
+// once rather than formatted on every request.
+var statusLabels = func() (labels [600]string) {
+	labels[0] = "0"
+	for code := 100; code < len(labels); code++ {
+		labels[code] = strconv.Itoa(code)
+	}
+	return labels
+}()
 
 func knownMethod(m string) string {
 	switch m {
