@@ -144,6 +144,12 @@ func TestMiddlewareChainBudget(t *testing.T) {
 			if got := p.log.count() - lines; got != 1 {
 				t.Fatalf("one request wrote %d access log lines, want 1", got)
 			}
+			if p.log.leaked {
+				t.Fatal("the access log holds the credential")
+			}
+			if raceEnabled {
+				t.Skip("allocations are not measured under the race detector; the run without -race holds the budget")
+			}
 			allocs, b := perRequest(runs, serve)
 			t.Logf("GET %s signed in by %s: %.0f B in %.0f allocations per request", probePath, credential, b, allocs)
 			if b > chainBudget {
