@@ -12,8 +12,8 @@
 // rollback.go, write_patch.go, writeback.go, paas_deploy.go); engine.go,
 // engine_routes.go, webhook.go, gitops.go, githistory.go and leader.go the
 // engine's; paas*.go the drift board; session.go and authn.go sign-in;
-// health.go, middleware.go, routing.go, cache.go, position.go, sse.go and
-// errors.go what every route shares. The contracts they keep are
+// health.go, middleware.go, requeststate.go, routing.go, cache.go,
+// position.go, sse.go and errors.go what every route shares. The contracts they keep are
 // ARCHITECTURE.md's Tenancy and Positions.
 //
 // Invariants:
@@ -37,6 +37,11 @@
 //     when another method is routed there), worked out from the router
 //     itself; only other paths fall back to the page.
 //   - Every answer carries Cache-Control: no-store (ETags are kept).
+//   - The middleware chain and each route's middleware are composed once, in
+//     New (Echo v4 would compose them again on every request), and what the
+//     chain adds to a request is one value, which is the request's context
+//     (requestState): a signed-in GET allocates at most 1 KB before its
+//     handler runs (TestMiddlewareChainBudget).
 //   - The drift board joins release facts on its read side: Deps.Releases
 //     reads the release source's cache (never a registry or a forge), and
 //     the board's answers are versioned by the snapshot's revision and the
