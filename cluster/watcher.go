@@ -67,6 +67,10 @@ type Watcher struct {
 	failedAt  time.Time // when discovery began failing (zero while it answers)
 	version   string    // the API server's gitVersion, once known
 	running   bool
+	// discovered counts the discoveries that answered; missing, by kind
+	// running, the ones in a row that did not list it.
+	discovered uint64
+	missing    map[projection.Kind]int
 	// syncMark is what the feed had been pushed when every kind had first
 	// synced (marked); caughtUp, once the writer has applied that much.
 	syncMark         uint64
@@ -133,11 +137,14 @@ func (w *Watcher) held() bool {
 }
 
 // releaseWhenListed hands the held changes to the feed, in one PushAll,
-// once every served kind has listed (looked at every 25 ms); it returns
+// once every served kind has listed and a discovery after that found no
+// other kind to list (an API server that has just started serves its
+// CRDs' groups a moment after its own); looked at every 25 ms. It returns
 // then, or when ctx ends.
 func (w *Watcher) releaseWhenListed(ctx context.Context) {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
+	var listedAt uint64 // the discoveries when every kind had first listed
 	for {
 		select {
 		case <-ctx.Done():
@@ -150,36 +157,45 @@ func (w *Watcher) releaseWhenListed(ctx context.Context) {
 		if state == holdOff {
 			return
 		}
-		if state == holdUndecided || !w.listed() {
+		n, listed := w.listed()
+		if state == holdUndecided || !listed {
+			listedAt = 0
+			continue
+		}
+		if listedAt == 0 {
+			listedAt = n
+		}
+		if n <= listedAt {
 			continue
 		}
 		w.holdMu.Lock()
 		w.feed.PushAll(append(w.holding, w.answering...))
-		n := len(w.holding)
+		held := len(w.holding)
 		w.holding, w.hold = nil, holdOff
 		w.holdMu.Unlock()
-		w.opts.Log.Info("initial lists folded at once", "changes", n)
+		w.opts.Log.Info("initial lists folded at once", "changes", held)
 		return
 	}
 }
 
 // listed reports whether every served kind's informer has handed its
-// initial list to the handler, the App kind's among them.
-func (w *Watcher) listed() bool {
+// initial list to the handler, the App kind's among them, and how many
+// discoveries have answered.
+func (w *Watcher) listed() (uint64, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.informers[projection.KindApp]; !ok {
-		return false
+		return w.discovered, false
 	}
 	for k, served := range w.served {
 		if !served {
 			continue
 		}
 		if inf := w.informers[k]; inf == nil || !inf.reg.HasSynced() {
-			return false
+			return w.discovered, false
 		}
 	}
-	return true
+	return w.discovered, true
 }
 
 type kindInformer struct {
@@ -311,7 +327,7 @@ func (w *Watcher) discover(ctx context.Context) {
 		return
 	}
 	w.discErr, w.failedAt = "", time.Time{}
-	w.served = served
+	w.discovered++
 	askVersion := w.version == ""
 	var start, stop []projection.Kind
 	for _, ki := range projection.Registry() {
@@ -319,10 +335,24 @@ func (w *Watcher) discover(ctx context.Context) {
 		switch {
 		case served[ki.Kind] && !running:
 			start = append(start, ki.Kind)
-		case !served[ki.Kind] && running:
+		case served[ki.Kind]:
+			delete(w.missing, ki.Kind)
+		case running:
+			// An API server that has just started serves its CRDs'
+			// groups a moment after its own: a kind is gone (its CRD
+			// removed) once two discoveries in a row do not list it.
+			if w.missing == nil {
+				w.missing = map[projection.Kind]int{}
+			}
+			if w.missing[ki.Kind]++; w.missing[ki.Kind] < 2 {
+				served[ki.Kind] = true
+				continue
+			}
+			delete(w.missing, ki.Kind)
 			stop = append(stop, ki.Kind)
 		}
 	}
+	w.served = served
 	w.mu.Unlock()
 	if askVersion {
 		if v, err := w.disco.ServerVersion(); err == nil {
