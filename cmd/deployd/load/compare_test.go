@@ -34,10 +34,11 @@ import (
 // serves it. Three sections, each printed as a markdown table (and
 // appended to $DEPLOYD_COMPARE_OUT when set):
 //
-//   - Lists: the full list (plain and gzip, a SuperAdmin) and the acme
-//     tenant's list (an org member) from deployd; the API server's LIST of
-//     the App CRs (all namespaces; in tenant-acme with the label
-//     hanzo.ai/org=acme for the tenant), as JSON with its admin token; and
+//   - Lists: the full list (plain and gzip, a SuperAdmin), the acme
+//     tenant's list and one of acme's Apps (an org member) from deployd;
+//     the API server's LIST of the App CRs (all namespaces; in tenant-acme
+//     with the label hanzo.ai/org=acme for the tenant) and GET of that
+//     App, as JSON with its admin token; and
 //     a bare net/http handler in this process writing deployd's own bytes.
 //     Each at concurrency 1 and 16 in a closed loop for
 //     DEPLOYD_COMPARE_SECONDS (default 10): p50, p99, requests/s. deployd's
@@ -203,6 +204,20 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 	}
 	apps := c.URL() + "/apis/hanzo.ai/v1/apps"
 	tenantApps := c.URL() + "/apis/hanzo.ai/v1/namespaces/" + fleet.NamespaceAcme + "/apps?labelSelector=" + url.QueryEscape(fleet.LabelOrg+"=acme")
+	// One of acme's Apps, read by its member: deployd's Application, the
+	// API server's App.
+	var detail fleet.App
+	for _, a := range fleet.Generate(1, cfg.apps) {
+		if a.Kind == fleet.KindApp && a.Namespace == fleet.NamespaceAcme && a.Org == "acme" {
+			detail = a
+			break
+		}
+	}
+	if detail.Name == "" {
+		tb.Fatalf("the fleet of %d Apps has none of acme's", cfg.apps)
+	}
+	appDetail := d.Base + "/api/v1/applications/" + detail.Name + "?appNamespace=" + detail.Namespace
+	apiDetail := c.URL() + "/apis/hanzo.ai/v1/namespaces/" + detail.Namespace + "/apps/" + detail.Name
 	kinds := []struct {
 		name, path   string
 		deployd, api listTarget
@@ -210,6 +225,7 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 		{name: "full list", path: "/full", deployd: get("deployd", deploydHC, d.Base+"/v1/deploy/applications", bearer(root)), api: get("API server", apiHC, apps, bearer(c.Config.BearerToken))},
 		{name: "full list gzip", path: "/full.gz", deployd: get("deployd", deploydHC, d.Base+"/v1/deploy/applications", withGzip(bearer(root), true)), api: get("API server", apiHC, apps, withGzip(bearer(c.Config.BearerToken), true))},
 		{name: "tenant list", path: "/tenant", deployd: get("deployd", deploydHC, d.Base+"/v1/deploy/applications", bearer(acme)), api: get("API server", apiHC, tenantApps, bearer(c.Config.BearerToken))},
+		{name: "app detail", path: "/detail", deployd: get("deployd", deploydHC, appDetail, bearer(acme)), api: get("API server", apiHC, apiDetail, bearer(c.Config.BearerToken))},
 	}
 	canned := map[string]cannedResponse{}
 	for _, k := range kinds {
