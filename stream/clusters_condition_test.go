@@ -1,11 +1,9 @@
 package stream_test
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
@@ -21,19 +19,11 @@ func (v condView) take(t *testing.T, where string, fs []streamtest.Frame) []stri
 	t.Helper()
 	var keys []string
 	for _, f := range fs {
-		var we wireEvent
-		var m wireMeta
-		if err := json.Unmarshal([]byte(f.Data), &we); err != nil {
-			t.Fatal(err)
+		typ, k, app := frameEvent(t, f)
+		if v[k] == string(app) {
+			t.Errorf("%s: %s %s repeats what the client holds", where, typ, k)
 		}
-		if err := json.Unmarshal(we.Result.Application, &m); err != nil {
-			t.Fatal(err)
-		}
-		k := m.Metadata.Namespace + "/" + m.Metadata.Name
-		if v[k] == string(we.Result.Application) {
-			t.Errorf("%s: %s %s repeats what the client holds", where, we.Result.Type, k)
-		}
-		v[k] = string(we.Result.Application)
+		v[k] = string(app)
 		keys = append(keys, k)
 	}
 	return keys
@@ -175,17 +165,11 @@ func TestTwoClustersConditionOfALateCluster(t *testing.T) {
 
 	change := c.app(0, "hanzo", "iam", "", "v2")
 	a.apply(t, change)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		deadline := time.Now().Add(5 * time.Second)
-		for b.hub.Stats().Joined == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+	done := whenJoined(b, func() {
 		b.apply(t, staging...)
 		b.apply(t, change)
 		b.apply(t, projection.Change{Op: projection.Unreachable, Cluster: 1})
-	}()
+	})
 	got, at1 := b.read(t, "all", at0, 1)
 	<-done
 	if k := eventKeys(t, got); !k["MODIFIED hanzo/iam"] {

@@ -43,6 +43,21 @@ func (r *replica) frames(t *testing.T, identity, lastID string, n int) []streamt
 	return out
 }
 
+// frameEvent reads a data frame: its type, its Application's
+// "<namespace>/<name>" and the Application itself.
+func frameEvent(t *testing.T, f streamtest.Frame) (typ, key string, app json.RawMessage) {
+	t.Helper()
+	var we wireEvent
+	var m wireMeta
+	if err := json.Unmarshal([]byte(f.Data), &we); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(we.Result.Application, &m); err != nil {
+		t.Fatal(err)
+	}
+	return we.Result.Type, m.Metadata.Namespace + "/" + m.Metadata.Name, we.Result.Application
+}
+
 // eventKeys are the events' "<type> <namespace>/<name>" ("reset" for a
 // reset).
 func eventKeys(t *testing.T, fs []streamtest.Frame) map[string]bool {
@@ -53,17 +68,25 @@ func eventKeys(t *testing.T, fs []streamtest.Frame) map[string]bool {
 			out["reset"] = true
 			continue
 		}
-		var we wireEvent
-		var m wireMeta
-		if err := json.Unmarshal([]byte(f.Data), &we); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(we.Result.Application, &m); err != nil {
-			t.Fatal(err)
-		}
-		out[we.Result.Type+" "+m.Metadata.Namespace+"/"+m.Metadata.Name] = true
+		typ, key, _ := frameEvent(t, f)
+		out[typ+" "+key] = true
 	}
 	return out
+}
+
+// whenJoined runs do, in its own goroutine, once r's hub has a stream live
+// in a view (or after 5 s); the channel closes when do has returned.
+func whenJoined(r *replica, do func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		deadline := time.Now().Add(5 * time.Second)
+		for r.hub.Stats().Joined == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		do()
+	}()
+	return done
 }
 
 // TestTwoClustersResumeIDsNeverGoBack: a client saw staging's change on
@@ -157,15 +180,9 @@ func TestTwoClustersResumeBeforeTheRing(t *testing.T) {
 	}
 	_, at1 := a.readSome(t, "all", at0, 1, false)
 
-	published := make(chan struct{})
-	go func() {
-		defer close(published)
-		deadline := time.Now().Add(5 * time.Second)
-		for b.hub.Stats().Joined == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+	published := whenJoined(b, func() {
 		b.hub.Publish(late)
-	}()
+	})
 	got, last := b.read(t, "all", at1, 2)
 	<-published
 	if k := eventKeys(t, got); !k["MODIFIED hanzo/iam"] || !k["MODIFIED tenant-acme/web"] {
@@ -258,16 +275,10 @@ func TestTwoClustersResumeWithoutACluster(t *testing.T) {
 	// Staging answers: b folds its objects, then one of them changes.
 	later := c.app(1, "tenant-acme", "web", "acme", "v2")
 	a.apply(t, later)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		deadline := time.Now().Add(5 * time.Second)
-		for b.hub.Stats().Joined == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+	done := whenJoined(b, func() {
 		b.apply(t, staging...)
 		b.apply(t, later)
-	}()
+	})
 	got, at2 := b.read(t, "all", at1, 1)
 	<-done
 	if k := eventKeys(t, got); !k["MODIFIED tenant-acme.staging/web"] {
@@ -336,16 +347,10 @@ func TestTwoClustersHistoryWithoutACluster(t *testing.T) {
 	}
 	later := c.app(1, "tenant-acme", "web", "acme", "v2")
 	a.apply(t, later)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		deadline := time.Now().Add(5 * time.Second)
-		for b.hub.Stats().Joined == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+	done := whenJoined(b, func() {
 		b.apply(t, staging...)
 		b.apply(t, later)
-	}()
+	})
 	got, _ = b.readSome(t, "all", at0, 2, true)
 	<-done
 	if k := eventKeys(t, got); len(k) != 2 || !k["MODIFIED hanzo/iam"] || !k["MODIFIED tenant-acme.staging/web"] {

@@ -2,7 +2,6 @@ package stream_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -189,21 +188,7 @@ func TestTwoClustersStream(t *testing.T) {
 	if d := snap.Get("hanzo", "iam").Destination(); d.Name != "in-cluster" || d.Server != "https://kubernetes.default.svc" || d.Namespace != "hanzo" {
 		t.Errorf("in-cluster's destination: %+v", d)
 	}
-	keys := func(fs []streamtest.Frame) map[string]bool {
-		out := map[string]bool{}
-		for _, f := range fs {
-			var we wireEvent
-			var m wireMeta
-			if err := json.Unmarshal([]byte(f.Data), &we); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(we.Result.Application, &m); err != nil {
-				t.Fatal(err)
-			}
-			out[we.Result.Type+" "+m.Metadata.Namespace+"/"+m.Metadata.Name] = true
-		}
-		return out
-	}
+	keys := func(fs []streamtest.Frame) map[string]bool { return eventKeys(t, fs) }
 	all, _ := a.read(t, "all", "", 5)
 	if got := keys(all); len(got) != 5 || !got["ADDED hanzo/iam"] || !got["ADDED hanzo.staging/iam"] || !got["ADDED tenant-globex.staging/api"] {
 		t.Errorf("the SuperAdmin's burst: %v", got)
