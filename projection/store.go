@@ -105,7 +105,11 @@ type Store struct {
 	// nsNames holds one copy of each watched namespace's name: keys built
 	// from it compare their namespaces by pointer.
 	nsNames  map[string]string
-	byUID    map[string]*entry
+	// byUID finds an object by its UID within its namespace: an owner is
+	// always in its child's namespace, and two clusters may hold the
+	// same UIDs (one restored from the other's etcd), which their
+	// qualified namespaces tell apart.
+	byUID    map[uidKey]*entry
 	children map[string][]*entry // owner uid → objects naming it as owner
 	names    map[nsName][]*entry // depth-1 kinds by namespace and name
 	pods     podIndex
@@ -196,7 +200,7 @@ func NewStore(cfg Config) *Store {
 		rvs:         make([]uint64, 1+len(cfg.Clusters)),
 		objects:     make(map[ObjectKey]*entry),
 		nsNames:     make(map[string]string),
-		byUID:       make(map[string]*entry),
+		byUID:       make(map[uidKey]*entry),
 		children:    make(map[string][]*entry),
 		names:       make(map[nsName][]*entry),
 		pods:        newPodIndex(),

@@ -1,15 +1,15 @@
 package projection
 
+// uidKey is an object's UID in its namespace (Store.byUID).
+type uidKey struct{ namespace, uid string }
+
 // owner returns the held object an owner reference names, in the object's
 // namespace.
 func (s *Store) owner(o *Object, ow OwnerRef) *entry {
 	if ow.UID == "" {
 		return nil
 	}
-	if oe := s.byUID[ow.UID]; oe != nil && oe.key.Namespace == o.Namespace {
-		return oe
-	}
-	return nil
+	return s.byUID[uidKey{o.Namespace, ow.UID}]
 }
 
 // link adds the entry's current version to the indexes; old is the version
@@ -22,7 +22,7 @@ func (s *Store) link(e *entry, old *NodeInfo) {
 	}
 	sameUID := prev != nil && prev.UID == o.UID
 	if !sameUID && o.UID != "" {
-		s.byUID[o.UID] = e
+		s.byUID[uidKey{key.Namespace, o.UID}] = e
 	}
 	if prev == nil || !sameOwners(prev.Owners, o.Owners) {
 		for _, ow := range o.Owners {
@@ -68,8 +68,8 @@ func (s *Store) link(e *entry, old *NodeInfo) {
 func (s *Store) unlink(e *entry, next *Object) {
 	o, key := e.info.Obj, e.key
 	sameUID := next != nil && next.UID == o.UID
-	if !sameUID && o.UID != "" && s.byUID[o.UID] == e {
-		delete(s.byUID, o.UID)
+	if k := (uidKey{key.Namespace, o.UID}); !sameUID && o.UID != "" && s.byUID[k] == e {
+		delete(s.byUID, k)
 	}
 	if next == nil || !sameOwners(o.Owners, next.Owners) {
 		for _, ow := range o.Owners {
