@@ -104,7 +104,7 @@ type Store struct {
 	objects map[ObjectKey]*entry
 	// nsNames holds one copy of each watched namespace's name: keys built
 	// from it compare their namespaces by pointer.
-	nsNames  map[string]string
+	nsNames map[string]string
 	// byUID finds an object by its UID within its namespace: an owner is
 	// always in its child's namespace, and two clusters may hold the
 	// same UIDs (one restored from the other's etcd), which their
