@@ -224,8 +224,9 @@ func TestStreamsTwoClustersReplicas(t *testing.T) {
 // fleetClusters starts n API servers, each holding the fleet of apps
 // Apps with one pod each, from a copy of one cached etcd snapshot
 // (clustertest.FleetSnapshot; the first run loads and caches it): two
-// etcds holding the same objects, resourceVersions included, which no
-// position compares.
+// etcds holding the same objects, resourceVersions and UIDs included, as
+// a cluster restored from another's etcd does: no position compares the
+// resourceVersions, and the fold tells the UIDs apart by namespace.
 func fleetClusters(t *testing.T, n, apps int) []*clustertest.Cluster {
 	t.Helper()
 	cs := make([]*clustertest.Cluster, n)
