@@ -116,7 +116,7 @@ func TestSideBySideSmoke(t *testing.T) {
 	for _, n := range cmp.notes {
 		t.Errorf("note: %s", n)
 	}
-	if got, want := len(cmp.lists), 3*len(cfg.concurrency); got != want {
+	if got, want := len(cmp.lists), 4*len(cfg.concurrency); got != want { // full, gzip, tenant, detail
 		t.Errorf("list rows: got %d, want %d", got, want)
 	}
 	for _, row := range cmp.lists {
