@@ -84,3 +84,28 @@ func TestLateClusterFoldedAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyClusterNotLate: a cluster whose lists were empty when the plane
+// became ready is not late: its first object, created after, is a live
+// change and is folded at once, not held for another discovery.
+func TestEmptyClusterNotLate(t *testing.T) {
+	fc := sim.NewFakeCluster(nil)
+	feed := cluster.NewFeed()
+	store := projection.NewStore(projection.DefaultConfig())
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { feed.Run(ctx, store, nil, slog.New(slog.DiscardHandler)) })
+	opts := demotest.Options()
+	opts.Discovery = time.Hour // no second discovery: a held change would stay held
+	w := cluster.NewWatcherForClients(fc.Dynamic(), fc.Discovery(), nil, feed, opts)
+	w.HoldLate(func() bool { return true })
+	wg.Go(func() { w.Run(ctx) })
+	demotest.WaitFor(t, 10*time.Second, "ready, empty", func() (bool, string) { st := w.Status(); return st.Ready(), st.Reason })
+	if err := fleet.Load(t.Context(), fc.Dynamic(), fleet.RenderAll(fleet.Generate(4, 1))); err != nil {
+		t.Fatal(err)
+	}
+	demotest.WaitFor(t, 10*time.Second, "the new App folded", func() (bool, string) {
+		return store.Snapshot().Len() > 0, fmt.Sprintf("%d rows, %d changes pushed", store.Snapshot().Len(), feed.Pushed())
+	})
+}

@@ -110,12 +110,23 @@ func (w *Watcher) HoldLate(late func() bool, answering ...projection.Change) {
 	w.holdMu.Unlock()
 }
 
-// push hands a change to the feed, or holds it (HoldLate).
+// push hands a change to the feed, or holds it (HoldLate). The first
+// change decides: it is held when the plane is already serving streams
+// and the watcher has not listed every kind yet (a change after lists
+// that were empty is a live one).
 func (w *Watcher) push(c projection.Change) {
+	w.holdMu.Lock()
+	undecided := w.hold == holdUndecided
+	w.holdMu.Unlock()
+	hold := false
+	if undecided {
+		_, listed := w.listed() // not under holdMu: Status takes w.mu, then holdMu
+		hold = !listed && w.late != nil && w.late()
+	}
 	w.holdMu.Lock()
 	if w.hold == holdUndecided {
 		w.hold = holdOff
-		if w.late != nil && w.late() {
+		if hold {
 			w.hold = holdOn
 			w.opts.Log.Info("the cluster answers after the start: its initial lists are held until every kind has listed, then folded at once")
 		}
