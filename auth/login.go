@@ -143,12 +143,8 @@ func (a *Authenticator) SessionPrincipal(ctx context.Context, r *http.Request) (
 	}
 	key := credentialKey(chunks[:n]...)
 	now := a.now()
-	if c, ok := a.sessions.Get(key); ok {
-		if now.Before(c.until) {
-			a.cacheHits.Add(1)
-			return c.p, nil
-		}
-		a.sessions.Remove(key)
+	if p := a.cached(a.sessions, key, now); p != nil {
+		return p, nil
 	}
 	s, err := a.openSession(chunks[:n])
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
 // maxCacheEntryLife bounds how long a verified token is trusted without
@@ -52,12 +53,8 @@ func (a *Authenticator) VerifyShared(ctx context.Context, raw string) (*Principa
 	}
 	key := credentialKey(raw)
 	now := a.now()
-	if c, ok := a.verified.Get(key); ok {
-		if now.Before(c.until) {
-			a.cacheHits.Add(1)
-			return c.p, nil
-		}
-		a.verified.Remove(key)
+	if p := a.cached(a.verified, key, now); p != nil {
+		return p, nil
 	}
 	a.cacheMisses.Add(1)
 	p, _, err := a.verifyToken(ctx, prov, raw, now)
@@ -160,4 +157,19 @@ type CacheStats struct {
 // CacheStats returns the token cache's counters. Safe for concurrent use.
 func (a *Authenticator) CacheStats() CacheStats {
 	return CacheStats{Hits: a.cacheHits.Load(), Misses: a.cacheMisses.Load()}
+}
+
+// cached is the Principal cache holds under key while it is still good at
+// now (a hit, counted), nil otherwise; an entry past its end is removed.
+func (a *Authenticator) cached(cache *expirable.LRU[[32]byte, cachedPrincipal], key [32]byte, now time.Time) *Principal {
+	c, ok := cache.Get(key)
+	if !ok {
+		return nil
+	}
+	if !now.Before(c.until) {
+		cache.Remove(key)
+		return nil
+	}
+	a.cacheHits.Add(1)
+	return c.p
 }
