@@ -64,7 +64,8 @@ func (s Scope) Sees(namespace, orgLabel string) bool {
 // (projection's naming rule: "tenant-acme.staging").
 func (s Scope) ownNamespace(namespace string) bool {
 	ns, _, _ := strings.Cut(namespace, ".")
-	return ns == TenantNamespacePrefix+s.org
+	org, ok := strings.CutPrefix(ns, TenantNamespacePrefix)
+	return ok && org == s.org
 }
 
 // IsAll reports whether the scope is the whole fleet (a SuperAdmin).
