@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -36,6 +37,33 @@ func errNotFound(name string) error {
 	return errorf(http.StatusNotFound, "application "+quoteShort(name)+" not found")
 }
 
+// named returns the rows of run (sorted by namespace, then name) named
+// name, in namespace when it is not empty. A run of one namespace (a
+// tenant's, or one namespace's rows) is searched in O(log n); a run
+// across namespaces (the CD Applications), in full.
+func named(run []*projection.App, name, namespace string) []*projection.App {
+	if len(run) == 0 {
+		return nil
+	}
+	if ns := run[0].Namespace; ns == run[len(run)-1].Namespace {
+		if namespace != "" && namespace != ns {
+			return nil
+		}
+		i := sort.Search(len(run), func(i int) bool { return run[i].Name >= name })
+		if i < len(run) && run[i].Name == name {
+			return run[i : i+1 : i+1]
+		}
+		return nil
+	}
+	var out []*projection.App
+	for _, a := range run {
+		if a.Name == name && (namespace == "" || a.Namespace == namespace) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // lookup finds the row a scoped request names: the path's name, narrowed
 // by a namespace parameter when given. A name that exists in several
 // visible namespaces without one is a 400 that lists them.
@@ -53,9 +81,11 @@ func (s *Server) lookup(c echo.Context, snap *projection.Snapshot, name, namespa
 		}
 	}
 	var found []*projection.App
-	for a := range s.visibleRows(snap, sc) {
-		if a.Name == name && (namespace == "" || a.Namespace == namespace) {
-			found = append(found, a)
+	for _, run := range visibleRuns(snap, sc) {
+		for _, a := range named(run.rows, name, namespace) {
+			if stream.Visible(sc, a) {
+				found = append(found, a)
+			}
 		}
 	}
 	switch len(found) {

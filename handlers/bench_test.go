@@ -118,6 +118,41 @@ func BenchmarkListRoute(b *testing.B) {
 	}
 }
 
+// BenchmarkAppRoute measures GET /api/v1/applications/<name> through the
+// whole handler stack, as a member of the App's org asks for it (Argo CD's
+// App page): authentication, scope, the lookup and the cached body.
+func BenchmarkAppRoute(b *testing.B) {
+	env := newServerEnv(&testing.T{})
+	env.store = benchStore(b)
+	env.srv.d.Snapshots = env.store
+	h := env.srv.Handler()
+	token := env.token(&testing.T{}, authtest.User{Subject: "u-t", Extra: map[string]any{"owner": "org05"}}, time.Hour)
+	var app *projection.App
+	for a := range env.store.Snapshot().Apps() {
+		if a.Namespace == "tenant-org05" {
+			app = a
+			break
+		}
+	}
+	if app == nil {
+		b.Fatal("no App in tenant-org05")
+	}
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/applications/"+app.Name+"?appNamespace="+app.Namespace, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	serve := func() {
+		w := &countingWriter{header: http.Header{}}
+		h.ServeHTTP(w, req)
+		if w.code != http.StatusOK {
+			b.Fatalf("status %d", w.code)
+		}
+	}
+	serve()
+	b.ReportAllocs()
+	for b.Loop() {
+		serve()
+	}
+}
+
 // countingWriter is a ResponseWriter that keeps the status and counts the
 // body, as a socket would take it, without storing it.
 type countingWriter struct {

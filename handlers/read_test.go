@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -291,6 +292,42 @@ func TestPaaSDriftFilter(t *testing.T) {
 			if !tc.keep(v.Drift.Severity) {
 				t.Errorf("%s: row %s has severity %s", tc.q, v.ID, v.Drift.Severity)
 			}
+		}
+	}
+}
+
+// TestNamed: the rows of a run named name, found by search in a run of one
+// namespace and by a scan across namespaces, narrowed by namespace.
+func TestNamed(t *testing.T) {
+	row := func(ns, name string) *projection.App {
+		return &projection.App{AppMeta: &projection.AppMeta{Namespace: ns, Name: name}}
+	}
+	one := []*projection.App{row("tenant-acme", "api"), row("tenant-acme", "iam"), row("tenant-acme", "web")}
+	across := []*projection.App{row("argocd", "iam"), row("argocd", "web"), row("hanzo", "iam")}
+	names := func(rows []*projection.App) (out []string) {
+		for _, a := range rows {
+			out = append(out, a.Namespace+"/"+a.Name)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		run             []*projection.App
+		name, namespace string
+		want            []string
+	}{
+		{one, "iam", "", []string{"tenant-acme/iam"}},
+		{one, "api", "tenant-acme", []string{"tenant-acme/api"}},
+		{one, "web", "", []string{"tenant-acme/web"}},
+		{one, "iam", "hanzo", nil},
+		{one, "kms", "", nil},
+		{one, "zzz", "", nil},
+		{nil, "iam", "", nil},
+		{across, "iam", "", []string{"argocd/iam", "hanzo/iam"}},
+		{across, "iam", "hanzo", []string{"hanzo/iam"}},
+		{across, "web", "hanzo", nil},
+	} {
+		if got := names(named(c.run, c.name, c.namespace)); !slices.Equal(got, c.want) {
+			t.Errorf("named(%v, %q, %q) = %v, want %v", names(c.run), c.name, c.namespace, got, c.want)
 		}
 	}
 }
