@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -37,31 +36,29 @@ func errNotFound(name string) error {
 	return errorf(http.StatusNotFound, "application "+quoteShort(name)+" not found")
 }
 
-// named returns the rows of run (sorted by namespace, then name) named
-// name, in namespace when it is not empty. A run of one namespace (a
-// tenant's, or one namespace's rows) is searched in O(log n); a run
-// across namespaces (the CD Applications), in full.
-func named(run []*projection.App, name, namespace string) []*projection.App {
+// appendNamed appends to found the rows of run (sorted by namespace, then
+// name) named name, in namespace when it is not empty, that sc sees. A run
+// of one namespace (a tenant's, or one namespace's rows) is searched in
+// O(log n); a run across namespaces (the CD Applications), in full.
+func appendNamed(found []*projection.App, sc auth.Scope, run []*projection.App, name, namespace string) []*projection.App {
 	if len(run) == 0 {
-		return nil
+		return found
 	}
 	if ns := run[0].Namespace; ns == run[len(run)-1].Namespace {
 		if namespace != "" && namespace != ns {
-			return nil
+			return found
 		}
-		i := sort.Search(len(run), func(i int) bool { return run[i].Name >= name })
-		if i < len(run) && run[i].Name == name {
-			return run[i : i+1 : i+1]
+		if a := projection.FindRow(run, projection.AppKey{Namespace: ns, Name: name}); a != nil && stream.Visible(sc, a) {
+			found = append(found, a)
 		}
-		return nil
+		return found
 	}
-	var out []*projection.App
 	for _, a := range run {
-		if a.Name == name && (namespace == "" || a.Namespace == namespace) {
-			out = append(out, a)
+		if a.Name == name && (namespace == "" || a.Namespace == namespace) && stream.Visible(sc, a) {
+			found = append(found, a)
 		}
 	}
-	return out
+	return found
 }
 
 // lookup finds the row a scoped request names: the path's name, narrowed
@@ -82,11 +79,7 @@ func (s *Server) lookup(c echo.Context, snap *projection.Snapshot, name, namespa
 	}
 	var found []*projection.App
 	for _, run := range visibleRuns(snap, sc) {
-		for _, a := range named(run.rows, name, namespace) {
-			if stream.Visible(sc, a) {
-				found = append(found, a)
-			}
-		}
+		found = appendNamed(found, sc, run.rows, name, namespace)
 	}
 	switch len(found) {
 	case 0:

@@ -16,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -296,9 +297,9 @@ func TestPaaSDriftFilter(t *testing.T) {
 	}
 }
 
-// TestNamed: the rows of a run named name, found by search in a run of one
-// namespace and by a scan across namespaces, narrowed by namespace.
-func TestNamed(t *testing.T) {
+// TestAppendNamed: the rows of a run named name, found by search in a run
+// of one namespace and by a scan across namespaces, narrowed by namespace.
+func TestAppendNamed(t *testing.T) {
 	row := func(ns, name string) *projection.App {
 		return &projection.App{AppMeta: &projection.AppMeta{Namespace: ns, Name: name}}
 	}
@@ -326,8 +327,8 @@ func TestNamed(t *testing.T) {
 		{across, "iam", "hanzo", []string{"hanzo/iam"}},
 		{across, "web", "hanzo", nil},
 	} {
-		if got := names(named(c.run, c.name, c.namespace)); !slices.Equal(got, c.want) {
-			t.Errorf("named(%v, %q, %q) = %v, want %v", names(c.run), c.name, c.namespace, got, c.want)
+		if got := names(appendNamed(nil, auth.AllScope(), c.run, c.name, c.namespace)); !slices.Equal(got, c.want) {
+			t.Errorf("appendNamed(%v, %q, %q) = %v, want %v", names(c.run), c.name, c.namespace, got, c.want)
 		}
 	}
 }

@@ -156,19 +156,19 @@ func (s *Snapshot) Get(namespace, name string) *App {
 	if nr == nil {
 		return nil
 	}
-	return findRow(nr.Rows, AppKey{namespace, name})
+	return FindRow(nr.Rows, AppKey{namespace, name})
 }
 
 // GetCD returns the CD Application row at namespace/name.
 func (s *Snapshot) GetCD(namespace, name string) *App {
-	return findRow(s.cd, AppKey{namespace, name})
+	return FindRow(s.cd, AppKey{namespace, name})
 }
 
 // Find returns the application rows named name, in namespace order.
 func (s *Snapshot) Find(name string) []*App {
 	var out []*App
 	for i := range s.namespaces {
-		if a := findRow(s.namespaces[i].Rows, AppKey{s.namespaces[i].Namespace, name}); a != nil {
+		if a := FindRow(s.namespaces[i].Rows, AppKey{s.namespaces[i].Namespace, name}); a != nil {
 			out = append(out, a)
 		}
 	}
@@ -183,7 +183,8 @@ func (s *Snapshot) namespace(ns string) *NamespaceRows {
 	return nil
 }
 
-func findRow(rows []*App, k AppKey) *App {
+// FindRow returns the row at k in rows sorted by (namespace, name), or nil.
+func FindRow(rows []*App, k AppKey) *App {
 	i := sort.Search(len(rows), func(i int) bool { return !rows[i].Key().less(k) })
 	if i < len(rows) && rows[i].Key() == k {
 		return rows[i]
