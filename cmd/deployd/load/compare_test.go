@@ -38,8 +38,11 @@ import (
 //     tenant's list and one of acme's Apps (an org member) from deployd;
 //     the API server's LIST of the App CRs (all namespaces; in tenant-acme
 //     with the label hanzo.ai/org=acme for the tenant) and GET of that
-//     App, as JSON with its admin token; and
-//     a bare net/http handler in this process writing deployd's own bytes.
+//     App, as JSON with its admin token; and the limit: a bare net/http
+//     handler writing deployd's own bytes, in a process of its own (this
+//     test binary re-executed), as deployd is. At concurrency 1 the same
+//     handler also answers from this process, where no second process
+//     wakes for a request; its own table shows what that is worth.
 //     Each at concurrency 1 and 16 in a closed loop for
 //     DEPLOYD_COMPARE_SECONDS (default 10): p50, p99, requests/s. deployd's
 //     rows are a superset of the CRs (its static sites and CD Applications
@@ -119,7 +122,11 @@ func TestSideBySideSmoke(t *testing.T) {
 	if got, want := len(cmp.lists), 4*len(cfg.concurrency); got != want { // full, gzip, tenant, detail
 		t.Errorf("list rows: got %d, want %d", got, want)
 	}
-	for _, row := range cmp.lists {
+	for i, row := range cmp.lists {
+		if first := i%len(cfg.concurrency) == 0; first != (row.limitHere.requests > 0) || row.limitHere.fails > 0 {
+			t.Errorf("%s c%d: the limit in this process answered %d requests, %d failed; want some at c%d only, none failed",
+				row.name, row.deployd.concurrency, row.limitHere.requests, row.limitHere.fails, cfg.concurrency[0])
+		}
 		for server, r := range map[string]listResult{"deployd": row.deployd, "API server": row.api, "limit": row.limit} {
 			if r.requests == 0 || r.fails > 0 || r.bytes == 0 {
 				t.Errorf("%s c%d, %s: %d requests, %d failed, %d bytes: want some, none failed", row.name, r.concurrency, server, r.requests, r.fails, r.bytes)
@@ -139,6 +146,9 @@ func TestSideBySideSmoke(t *testing.T) {
 	}
 	if f := cmp.replicas; f == nil || f.apiCPU[0] <= 0 || f.apiCPU[2] <= 0 || f.upgradeConns == 0 || f.upgradeBytes == 0 || f.steadyBytes == 0 {
 		t.Errorf("replicas section: %+v", f)
+	}
+	if sec := cmp.tables()[3]; strings.Count(sec, "\n| ") != 1+4 { // the header and a row for each list
+		t.Errorf("placement table: want a row for each list:\n%s", sec)
 	}
 	for _, sec := range cmp.tables()[:3] {
 		if !strings.Contains(sec, "| figure | deployd | API server | limit |") {
@@ -230,7 +240,7 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 	canned := map[string]cannedResponse{}
 	for _, k := range kinds {
 		body, h := k.deployd.get(tb)
-		canned[k.path] = cannedResponse{body: body, contentType: h.Get("Content-Type"), contentEncoding: h.Get("Content-Encoding")}
+		canned[k.path] = cannedResponse{Body: body, ContentType: h.Get("Content-Type"), ContentEncoding: h.Get("Content-Encoding")}
 	}
 	// The same rows on both sides: the acme member also sees acme's static
 	// site (a row deployd derives, not an App CR).
@@ -245,18 +255,24 @@ func sideBySide(tb testing.TB, cfg compareConfig) *comparison {
 			}
 		}
 	}
-	if dn, an := itemCount(tb, canned["/tenant"].body), itemCount(tb, mustGet(tb, kinds[2].api)); dn != wantApps+wantSites || an != wantApps || an == 0 {
+	if dn, an := itemCount(tb, canned["/tenant"].Body), itemCount(tb, mustGet(tb, kinds[2].api)); dn != wantApps+wantSites || an != wantApps || an == 0 {
 		cmp.note(tb, "tenant list: deployd has %d rows, the API server %d Apps; the fleet has %d Apps and %d sites in %s", dn, an, wantApps, wantSites, fleet.NamespaceAcme)
 	}
 	limit := startListLimit(tb, canned)
 	for _, k := range kinds {
-		lim := get("limit", limitHC, limit.srv.URL+k.path, withGzip(http.Header{}, strings.HasSuffix(k.path, ".gz")))
-		for _, n := range cfg.concurrency {
+		gz := withGzip(http.Header{}, strings.HasSuffix(k.path, ".gz"))
+		lim, here := get("limit", limitHC, limit.Base+k.path, gz), get("limit here", limitHC, limit.here.URL+k.path, gz)
+		for i, n := range cfg.concurrency {
 			row := listRow{name: k.name}
-			for _, m := range []struct {
+			type measure struct {
 				t   listTarget
 				res *listResult
-			}{{k.deployd, &row.deployd}, {k.api, &row.api}, {lim, &row.limit}} {
+			}
+			servers := []measure{{k.deployd, &row.deployd}, {k.api, &row.api}, {lim, &row.limit}}
+			if i == 0 {
+				servers = append(servers, measure{here, &row.limitHere})
+			}
+			for _, m := range servers {
 				body, _ := m.t.get(tb)
 				var profiled chan struct{}
 				if profiles != "" && m.t.server == "deployd" {

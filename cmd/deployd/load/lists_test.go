@@ -113,6 +113,10 @@ func itemCount(tb testing.TB, body []byte) int {
 type listRow struct {
 	name                string
 	deployd, api, limit listResult
+	// limitHere is the limit's handler in the harness's own process, at
+	// the first concurrency only (zero elsewhere): what the limit would
+	// answer without a process of its own.
+	limitHere listResult
 }
 
 func bearer(token string) http.Header {

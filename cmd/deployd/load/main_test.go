@@ -13,7 +13,8 @@ const roleEnv = "DEPLOYD_LOAD_ROLE"
 
 // roles are the helper programs by name; each returns its exit code.
 var roles = map[string]func() int{
-	fanoutRole: runFanoutLimit,
+	fanoutRole:    runFanoutLimit,
+	listLimitRole: runListLimit,
 }
 
 func TestMain(m *testing.M) {

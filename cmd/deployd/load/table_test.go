@@ -103,7 +103,7 @@ func (cmp *comparison) tables() []string {
 		load.add(p+"API server CPU s/s", perSecond(w.apiBehindDeployd, w.deployd.elapsed), perSecond(w.api.cpu, w.api.elapsed), none)
 		load.addAll(p+"serving process CPU s/s", each(func(r watchResult) float64 { return perSecond(r.cpu, r.elapsed) }))
 	}
-	out := []string{lists.String(), watch.String(), load.String()}
+	out := []string{lists.String(), watch.String(), load.String(), cmp.placement(scale)}
 	if cmp.replicas != nil {
 		out = append(out, cmp.replicas.table(cfg))
 	}
@@ -111,6 +111,24 @@ func (cmp *comparison) tables() []string {
 		out = append(out, "Notes:\n\n- "+strings.Join(cmp.notes, "\n- ")+"\n")
 	}
 	return out
+}
+
+// placement is the list limit in its own process beside the same handler
+// in the harness's process, at the first concurrency: what a server pays
+// for being a process of its own, which deployd pays too.
+func (cmp *comparison) placement(scale string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Where the list limit runs (%s; c%d)\n\n", scale, cmp.cfg.concurrency[0])
+	b.WriteString("| list | own process p50 ms | p99 ms | in the harness's process p50 ms | p99 ms | own ÷ harness's p50 | p99 |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range cmp.lists {
+		if r.limitHere.requests == 0 {
+			continue
+		}
+		own, here := r.limit, r.limitHere
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.name, num(ms(own.p50)), num(ms(own.p99)), num(ms(here.p50)), num(ms(here.p99)),
+			num(ms(own.p50)/ms(here.p50)), num(ms(own.p99)/ms(here.p99)))
+	}
+	return b.String()
 }
 
 // report logs the tables, appends them to $DEPLOYD_COMPARE_OUT when set,
