@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -113,15 +114,20 @@ func (s *Server) appFromPath(c echo.Context, snap *projection.Snapshot, extra ..
 // there) and the caller checks it.
 func (s *Server) resolveApp(c echo.Context, snap *projection.Snapshot, nameIsResource bool, extra ...string) (*projection.App, error) {
 	q := c.QueryParams()
-	if err := checkParams(q, append(slices.Clone(appParams), extra...)...); err != nil {
+	known := appParams
+	if len(extra) > 0 {
+		known = append(slices.Clone(appParams), extra...)
+	}
+	if err := checkParams(q, known...); err != nil {
 		return nil, err
 	}
 	name := c.Param("name")
-	keys := []string{"applicationName"}
-	if !nameIsResource {
-		keys = append(keys, "name")
+	keys := [...]string{"applicationName", "name"}
+	n := len(keys)
+	if nameIsResource {
+		n-- // name is the resource's, not the application's
 	}
-	for _, k := range keys {
+	for _, k := range keys[:n] {
 		if err := agrees(q, k, name, "application"); err != nil {
 			return nil, err
 		}
@@ -205,7 +211,11 @@ func (s *Server) listApplications(c echo.Context) error {
 				return stream.Visible(sc, a) && lq.matches(a)
 			})
 		}
-		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		h := c.Response().Header()
+		h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		// With its length known, the list goes out in whole writes of the
+		// list buffer, not in chunks the socket takes two writes each.
+		h.Set(echo.HeaderContentLength, strconv.Itoa(projection.ApplicationListSize(snap.Position, rows)))
 		c.Response().WriteHeader(http.StatusOK)
 		return projection.WriteApplicationList(c.Response(), snap.Position, rows)
 	}

@@ -159,17 +159,32 @@ func securityHeaders() echo.MiddlewareFunc {
 	}
 }
 
+// readyTrusted is how long requireReady trusts a ready answer before it
+// asks the clusters again. A status is a walk over every watched kind and
+// its informer, with a sort and a progress text: worth doing while the
+// fleet loads, not for every read of a ready one. Readiness is answered
+// afresh until it is reached; after it, a cluster that stops being ready
+// (its App CRD deleted) is refused at most this late.
+const readyTrusted = 250 * time.Millisecond
+
 // requireReady answers 503 with the reason while the projection does not
 // reflect a cluster (none configured, unreachable, caches not synced).
 func (s *Server) requireReady(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if st := s.d.Cluster(); !st.Ready {
-			c.Response().Header().Set("Retry-After", "5")
-			return errorf(http.StatusServiceUnavailable, "the fleet is not available yet: "+st.Reason)
+		now := time.Since(processStart)
+		if now >= time.Duration(s.readyUntil.Load()) {
+			if st := s.d.Cluster(); !st.Ready {
+				c.Response().Header().Set("Retry-After", "5")
+				return errorf(http.StatusServiceUnavailable, "the fleet is not available yet: "+st.Reason)
+			}
+			s.readyUntil.Store(int64(now + readyTrusted))
 		}
 		return next(c)
 	}
 }
+
+// processStart is the origin of readyUntil's monotonic clock.
+var processStart = time.Now()
 
 // requirePrincipal admits any validated principal, with or without an org.
 func (s *Server) requirePrincipal(next echo.HandlerFunc) echo.HandlerFunc {

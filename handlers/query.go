@@ -2,16 +2,16 @@ package handlers
 
 import (
 	"encoding/json"
-	"github.com/hanzoai/deploy/stream"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/hanzoai/deploy/stream"
+
 	"github.com/labstack/echo/v4"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hanzoai/deploy/projection"
 )
@@ -19,7 +19,7 @@ import (
 // validName checks a name taken from a path or a query: a DNS-1123 label,
 // as every App, namespace and org name is.
 func validName(what, name string) error {
-	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+	if !projection.IsLabel(name) {
 		return errorf(http.StatusBadRequest, what+" "+quoteShort(name)+" is not valid: it must be a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)")
 	}
 	return nil

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -106,6 +109,72 @@ func TestNotReady(t *testing.T) {
 	env.setStatus(readyCluster)
 	if r = env.get(t, "/v1/deploy/health", ""); r.code != http.StatusOK || strings.TrimSpace(r.body) != `{"service":"deploy","status":"ok","k8s":true,"crd":true}` {
 		t.Fatalf("health when ready: %d %s", r.code, r.body)
+	}
+}
+
+// TestReadyAskedOnce: a ready fleet's status is not computed for every
+// read (it walks every informer): a burst of reads asks once, while a
+// fleet that is not ready yet is asked on every request, so readiness is
+// seen the moment it comes.
+func TestReadyAskedOnce(t *testing.T) {
+	var asked atomic.Int64
+	var ready atomic.Bool
+	env := newServerEnvWith(t, func(d *Deps) {
+		d.Cluster = func() ClusterStatus {
+			asked.Add(1)
+			if ready.Load() {
+				return readyCluster
+			}
+			return ClusterStatus{Configured: true, Reachable: true, AppCRD: true, Reason: "the caches are not yet synced"}
+		}
+	})
+	root := env.token(t, userRoot, time.Hour)
+	for i := range 5 {
+		if r := env.get(t, "/v1/deploy/applications", root); r.code != http.StatusServiceUnavailable {
+			t.Fatalf("read %d while syncing: %d %s", i, r.code, r.body)
+		}
+	}
+	if n := asked.Load(); n != 5 {
+		t.Errorf("5 reads while syncing asked the clusters %d times; want every time", n)
+	}
+	ready.Store(true)
+	if r := env.get(t, "/v1/deploy/applications", root); r.code != http.StatusOK {
+		t.Fatalf("first read once ready: %d %s", r.code, r.body)
+	}
+	asked.Store(0)
+	const reads = 50
+	start := time.Now()
+	for i := range reads {
+		if r := env.get(t, "/api/v1/applications", root); r.code != http.StatusOK {
+			t.Fatalf("read %d once ready: %d %s", i, r.code, r.body)
+		}
+	}
+	// At most one question per readyTrusted window the reads spanned.
+	if n, most := asked.Load(), int64(time.Since(start)/readyTrusted)+1; n > most {
+		t.Errorf("%d reads of a ready fleet asked the clusters %d times; want at most %d", reads, n, most)
+	}
+}
+
+// TestListContentLength: a plain list is sent with its length, whoever
+// asks and whatever it is filtered by, and the length is the body's.
+func TestListContentLength(t *testing.T) {
+	env := newServerEnv(t)
+	for _, c := range []struct {
+		who  authtest.User
+		path string
+	}{
+		{userRoot, "/v1/deploy/applications"},
+		{userAlice, "/v1/deploy/applications"},
+		{userRoot, "/api/v1/applications?projects=acme"},
+		{userRoot, "/api/v1/applications?name=no-such-app"},
+	} {
+		r := env.get(t, c.path, env.token(t, c.who, time.Hour), "Accept-Encoding", "identity")
+		if r.code != http.StatusOK {
+			t.Fatalf("%s as %s: %d %s", c.path, c.who.Subject, r.code, r.body)
+		}
+		if got := r.header.Get("Content-Length"); got != strconv.Itoa(len(r.body)) {
+			t.Errorf("%s as %s: Content-Length %q, the body is %d bytes", c.path, c.who.Subject, got, len(r.body))
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -160,6 +161,9 @@ type Server struct {
 	// engines are the clusters' engines by name, nil with one cluster
 	// (engines.go).
 	engines map[string]Engine
+	// readyUntil is when requireReady asks the clusters again, on
+	// processStart's clock (nanoseconds); until then they were ready.
+	readyUntil atomic.Int64
 }
 
 // New builds the Echo server with every route and middleware.

@@ -487,6 +487,23 @@ func AppendApplicationListHead(dst []byte, pos Position) []byte {
 // ApplicationListTail closes an ApplicationList.
 const ApplicationListTail = "]}"
 
+// ApplicationListSize is the length of what AppendApplicationList appends,
+// counted from the rows' pre-encoded lengths, so a list can be sent with
+// its Content-Length (in whole writes, not chunks) and still never be
+// assembled in memory.
+func ApplicationListSize(pos Position, rows iter.Seq[*App]) int {
+	var head [160]byte
+	n, items := len(AppendApplicationListHead(head[:0], pos))+len(ApplicationListTail), 0
+	for a := range rows {
+		n += len(a.ApplicationJSON())
+		items++
+	}
+	if items > 1 {
+		n += items - 1 // the commas
+	}
+	return n
+}
+
 // listWriters are WriteApplicationList's buffers: 64 KiB each, so a list
 // goes out in few writes, and reused, so a request allocates none (at a
 // thousand small lists a second, a fresh buffer each was most of what the

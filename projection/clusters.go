@@ -3,8 +3,6 @@ package projection
 import (
 	"fmt"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // The naming rule of several clusters. The first cluster (the one deployd
@@ -132,10 +130,24 @@ func (a *App) ClusterIndex() int {
 // DNS-1123 label too).
 func IsNamespace(q string) bool {
 	ns, cluster, qualified := strings.Cut(q, ".")
-	if len(validation.IsDNS1123Label(ns)) > 0 {
+	return IsLabel(ns) && (!qualified || IsLabel(cluster))
+}
+
+// IsLabel reports whether s is a DNS-1123 label (lower-case letters,
+// digits and '-', neither first nor last, 1 to 63 bytes), as every App,
+// namespace, org and cluster name is: what validation.IsDNS1123Label
+// accepts, without its regular expression and its error list, since names
+// from paths and queries are checked on every read.
+func IsLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
-	return !qualified || len(validation.IsDNS1123Label(cluster)) == 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // foldUnreachable records since when cluster c has not answered (0: it

@@ -3,7 +3,10 @@ package projection
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // FuzzApply reads arbitrary bytes as a sequence of changes over a small
@@ -87,6 +90,20 @@ func FuzzDecode(f *testing.F) {
 		for a := range s.Snapshot().Apps() {
 			_ = a.ApplicationJSON()
 			_ = a.ApplicationTreeJSON()
+		}
+	})
+}
+
+// FuzzIsLabel: IsLabel accepts exactly what validation.IsDNS1123Label
+// accepts.
+func FuzzIsLabel(f *testing.F) {
+	for _, s := range []string{"", "a", "-", "a-", "-a", "a-b", "web-01", "Web", "a_b", "a.b", "é",
+		strings.Repeat("a", 63), strings.Repeat("a", 64), "0", "9-z", "a\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := IsLabel(s), len(validation.IsDNS1123Label(s)) == 0; got != want {
+			t.Errorf("IsLabel(%q) = %v; validation.IsDNS1123Label says %v", s, got, want)
 		}
 	})
 }

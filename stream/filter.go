@@ -94,7 +94,7 @@ func ParseAppFilter(q url.Values) (AppFilter, error) {
 		if v == "" {
 			continue
 		}
-		if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+		if !projection.IsLabel(v) {
 			return AppFilter{}, fmt.Errorf("name %s is not an application name: it must be a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)", quoteShort(v))
 		}
 		f.Names = append(f.Names, v)
