@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/auth/authtest"
 )
 
 // TestSecurityHeadersOnEveryAnswer: an answer, a refusal and a 404 carry
@@ -131,5 +133,24 @@ func TestTracingOnlyWithAProvider(t *testing.T) {
 	otel.SetTracerProvider(sdktrace.NewTracerProvider())
 	if !tracingOn() {
 		t.Fatal("tracing is off with a provider installed")
+	}
+}
+
+// TestAccessLinesGoToTheAccessLog: with an AccessLog given, every
+// request's line is written there (deployd's holds them and writes them
+// in batches), and the main log keeps its other lines.
+func TestAccessLinesGoToTheAccessLog(t *testing.T) {
+	var access authtest.LogBuffer
+	env := newServerEnvWith(t, func(d *Deps) {
+		d.AccessLog = slog.New(slog.NewJSONHandler(&access, nil))
+	})
+	if r := env.get(t, "/v1/deploy/applications", env.token(t, userAlice, time.Hour)); r.code != http.StatusOK {
+		t.Fatalf("list: %d %s", r.code, r.body)
+	}
+	if got := access.String(); !strings.Contains(got, `"msg":"request"`) || !strings.Contains(got, `"route":"/v1/deploy/applications"`) {
+		t.Errorf("the access log holds no line for the list: %q", got)
+	}
+	if strings.Contains(env.logs.String(), "msg=request") {
+		t.Errorf("the main log holds an access line:\n%s", env.logs.String())
 	}
 }

@@ -89,7 +89,9 @@ type Version struct {
 
 // Deps is everything the HTTP surface needs.
 type Deps struct {
-	Log       *slog.Logger
+	Log *slog.Logger
+	// AccessLog writes a line for every request (nil: Log).
+	AccessLog *slog.Logger
 	Snapshots Snapshotter
 	// Projection is the store's configuration (namespace map, display
 	// values).
@@ -171,6 +173,9 @@ func New(d Deps) *Server {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
+	if d.AccessLog == nil {
+		d.AccessLog = d.Log
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -188,7 +193,7 @@ func New(d Deps) *Server {
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.Pre(routeEscaped)
 	s.chain = compose(func(c echo.Context) error { return stateOf(c.Request().Context()).next(c) },
-		accessLog(d.Log, d.Now, d.Metrics),
+		accessLog(d.AccessLog, d.Now, d.Metrics),
 		recoverPanics(d.Log),
 		tracing(),
 		securityHeaders(),

@@ -24,7 +24,10 @@ import (
 
 // planeConfig is what serve and demo each decide; the plane is the same.
 type planeConfig struct {
-	Log        *slog.Logger
+	Log *slog.Logger
+	// AccessLog writes the access lines (nil: Log); serve's holds them
+	// and writes them in batches (logoutput.go).
+	AccessLog  *slog.Logger
 	Projection projection.Config
 	Watcher    *cluster.Watcher
 	// Others are the watchers of the other clusters, in the order of
@@ -123,6 +126,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 	}
 	deps := handlers.Deps{
 		Log:         cfg.Log,
+		AccessLog:   cfg.AccessLog,
 		Snapshots:   p.store,
 		Projection:  cfg.Projection,
 		Cluster:     p.clusters.status,

@@ -58,10 +58,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
 	}
-	log, err := newLogger(stderr, os.Getenv("LOG_LEVEL"))
+	logOut := newLogOutput(stderr, accessFlushEvery, accessHeldMax)
+	defer logOut.Flush()
+	log, err := newLogger(logOut, os.Getenv("LOG_LEVEL"))
 	if err != nil {
 		return err
 	}
+	accessLog, _ := newLogger(logOut.Batched(), os.Getenv("LOG_LEVEL"))
 	setMemoryLimit(log, cgroupMemoryMax)
 	withPprof, err := envBool(os.Getenv, "DEPLOY_PPROF", false)
 	if err != nil {
@@ -175,7 +178,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	p := newPlane(ctx, planeConfig{
 		History: true,
-		Log:     log, Projection: pcfg, Watcher: w, Others: watchersOf(otherClusters), Feed: feed, Auth: authCfg,
+		Log:     log, AccessLog: accessLog, Projection: pcfg, Watcher: w, Others: watchersOf(otherClusters), Feed: feed, Auth: authCfg,
 		ClusterName: firstName,
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, ClusterEngines: clusterEngines, EngineWebhookSecret: engEnv.WebhookSecret,
