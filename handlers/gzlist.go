@@ -103,8 +103,9 @@ func compressRun(run rowRun, keep func(*projection.App) bool) *gzRun {
 }
 
 // gzWriters buffer a gzip list's pieces (a namespace's run is a few KiB)
-// into 64 KiB writes: one write each would be a system call each.
-var gzWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+// into writes of projection.ListBufferSize: one write each would be a
+// system call each.
+var gzWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, projection.ListBufferSize) }}
 
 // gzList is a gzip list as assembled at one revision for one view: its
 // member header with the list's head, the compressed runs in order, the

@@ -504,11 +504,16 @@ func ApplicationListSize(pos Position, rows iter.Seq[*App]) int {
 	return n
 }
 
-// listWriters are WriteApplicationList's buffers: 64 KiB each, so a list
-// goes out in few writes, and reused, so a request allocates none (at a
-// thousand small lists a second, a fresh buffer each was most of what the
-// collector had to do).
-var listWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+// ListBufferSize is the buffer a list is written through: a tenant's list
+// goes out in one write, a large one in few. A loopback socket takes a
+// 400 KB answer in 64 KiB writes about 17 % slower than in one write, in
+// 256 KiB writes about 4 % slower.
+const ListBufferSize = 256 << 10
+
+// listWriters are WriteApplicationList's buffers, reused, so a request
+// allocates none (at a thousand small lists a second, a fresh buffer each
+// was most of what the collector had to do).
+var listWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, ListBufferSize) }}
 
 // WriteApplicationList writes what AppendApplicationList appends, row by row
 // to w, without assembling the list in memory.

@@ -7,7 +7,7 @@ import (
 )
 
 // TestWriteApplicationListReusesItsBuffer: writing a list allocates no
-// buffer of its own once one has been used (a 64 KiB buffer a request was
+// buffer of its own once one has been used (a fresh buffer a request was
 // most of what the collector did at a thousand small lists a second), and
 // writes exactly what AppendApplicationList appends, whose length
 // ApplicationListSize counts without assembling it.
