@@ -317,6 +317,9 @@ func (h *Hub) drain() {
 			return
 		}
 		now := h.clock.Now().UnixNano()
+		h.mu.Lock()
+		encode := h.readable()
+		h.mu.Unlock()
 		// Records are made (encoded) outside the lock, and each batch (the
 		// records of one position) enters the ring under one hold of it,
 		// so a stream catching up never sees half a batch.
@@ -332,7 +335,7 @@ func (h *Hub) drain() {
 			}
 			recs := h.recs[:0]
 			for k := i; k < j; k++ {
-				recs = append(recs, newRecord(&batch[k], now))
+				recs = append(recs, newRecord(&batch[k], now, encode))
 			}
 			h.mu.Lock()
 			for _, rec := range recs {
@@ -394,9 +397,24 @@ func (h *Hub) queue(s *subscriber, frame []byte) {
 	}
 }
 
+// readable reports whether a record's Applications may be read: the ring
+// holds every change from the first sync on, and a stream open now may
+// catch up on any record fanned out from now on. A stream that opens
+// later starts from a snapshot at or after every record fanned out before
+// it (Publish follows the snapshot), so records fanned out while nothing
+// is readable are never read. Called with h.mu held.
+func (h *Hub) readable() bool { return h.synced || len(h.clients) > 0 }
+
 // fanOut appends a record to the ring and queues its frames. Called with
 // h.mu held.
 func (h *Hub) fanOut(rec *record) {
+	if rec.deferred() {
+		if h.readable() {
+			rec.encode() // a stream opened since drain looked
+		} else {
+			rec.newApp, rec.oldApp = nil, nil
+		}
+	}
 	last := h.ring.last()
 	if rec.rev <= last {
 		return // already held

@@ -29,9 +29,18 @@ type record struct {
 	// a caller may need it: a deletion, or a change of what decides
 	// visibility (org, project).
 	newJSON, oldJSON []byte
+	// newApp and oldApp are the versions whose Applications newJSON and
+	// oldJSON will be, while their encoding waits for fanOut to find out
+	// whether anyone can read it (deferred); nil once it is decided.
+	newApp, oldApp *projection.App
 }
 
-func newRecord(d *projection.Delta, at int64) *record {
+// newRecord makes the record of one delta. With encode false the
+// Applications are not encoded yet: fanOut encodes them if a stream may
+// read them, or drops the versions. Before the first sync, with no stream
+// open, nothing reads a record's Applications (the ring is emptied at
+// sync), so the initial lists' thousands of rows are not encoded for it.
+func newRecord(d *projection.Delta, at int64, encode bool) *record {
 	rec := &record{rev: d.Revision, pos: d.Position, cluster: d.Cluster, at: at, key: d.Key, row: d.Row, appChanged: d.AppChanged}
 	if d.Old != nil {
 		rec.hasOld, rec.old = true, attrsOf(d.Old)
@@ -42,13 +51,28 @@ func newRecord(d *projection.Delta, at int64) *record {
 	if !rec.appChanged && rec.hasOld == rec.hasNew && rec.old == rec.new {
 		return rec // only the tree changed: nothing for the applications stream
 	}
-	if d.New != nil {
-		rec.newJSON = d.New.ApplicationJSON()
-	}
+	rec.newApp = d.New
 	if d.Old != nil && (d.New == nil || rec.old != rec.new) {
-		rec.oldJSON = d.Old.ApplicationJSON()
+		rec.oldApp = d.Old
+	}
+	if encode {
+		rec.encode()
 	}
 	return rec
+}
+
+// deferred reports whether the record's Applications wait to be encoded.
+func (rec *record) deferred() bool { return rec.newApp != nil || rec.oldApp != nil }
+
+// encode encodes the Applications a deferred record waits for.
+func (rec *record) encode() {
+	if rec.newApp != nil {
+		rec.newJSON = rec.newApp.ApplicationJSON()
+	}
+	if rec.oldApp != nil {
+		rec.oldJSON = rec.oldApp.ApplicationJSON()
+	}
+	rec.newApp, rec.oldApp = nil, nil
 }
 
 // seenAt reports whether a client at position p has seen the record's

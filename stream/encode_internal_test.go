@@ -1,0 +1,90 @@
+package stream
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/hanzoai/deploy/projection"
+)
+
+// TestRecordsEncodedOnlyWhenReadable: before the first sync, with no
+// stream open, the records of the initial lists carry no encoded
+// Application (nothing can read them: the ring is emptied at sync); with a
+// stream open, or once synced, every record does.
+func TestRecordsEncodedOnlyWhenReadable(t *testing.T) {
+	store := projection.NewStore(projection.DefaultConfig())
+	h := NewHub(store, Options{})
+	rv := 0
+	apply := func(names ...string) []projection.Delta {
+		t.Helper()
+		var changes []projection.Change
+		for _, n := range names {
+			rv++
+			changes = append(changes, projection.Change{Op: projection.Upsert, Object: &projection.Object{
+				Kind: projection.KindApp, Namespace: "hanzo", Name: n, UID: "uid-" + n,
+				ResourceVersion: strconv.Itoa(rv), Generation: 1, Created: 1_760_000_000,
+				Spec: &projection.AppSpec{Repository: "ghcr.io/hanzoai/" + n, Tag: "v" + strconv.Itoa(rv), Replicas: 1, Role: "service"},
+			}})
+		}
+		deltas, err := store.Apply(changes...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return deltas
+	}
+	newest := func(n int) []*record {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		var out []*record
+		for i := h.ring.n - n; i < h.ring.n; i++ {
+			out = append(out, h.ring.at(i))
+		}
+		return out
+	}
+	check := func(when string, recs []*record, encoded bool) {
+		t.Helper()
+		for _, rec := range recs {
+			if got := rec.newJSON != nil; got != encoded {
+				t.Errorf("%s: record of %s encoded %v, want %v", when, rec.key.Name, got, encoded)
+			}
+			if rec.deferred() {
+				t.Errorf("%s: record of %s still holds its App versions after fan-out", when, rec.key.Name)
+			}
+		}
+	}
+
+	h.Publish(apply("a", "b", "c"))
+	h.drain()
+	check("initial lists, no stream", newest(3), false)
+
+	s := &subscriber{max: 8, wake: make(chan struct{}, 1), cancel: func(error) {}}
+	h.mu.Lock()
+	h.clients[s] = struct{}{}
+	h.mu.Unlock()
+	h.Publish(apply("a"))
+	h.drain()
+	check("a stream open before sync", newest(1), true)
+
+	// A record made while nothing was readable, fanned out after a stream
+	// opened.
+	h.mu.Lock()
+	delete(h.clients, s)
+	h.mu.Unlock()
+	deltas := apply("b")
+	rec := newRecord(&deltas[0], 0, false)
+	if rec.newJSON != nil || !rec.deferred() {
+		t.Fatal("a record made with encode false was encoded at once")
+	}
+	h.mu.Lock()
+	h.clients[s] = struct{}{}
+	h.fanOut(rec)
+	delete(h.clients, s)
+	h.mu.Unlock()
+	check("a stream opened between making and fanning out", []*record{rec}, true)
+
+	h.Synced(store.Snapshot().Position)
+	h.drain()
+	h.Publish(apply("c"))
+	h.drain()
+	check("synced, no stream", newest(1), true)
+}
