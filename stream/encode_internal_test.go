@@ -1,9 +1,12 @@
 package stream
 
 import (
+	"bytes"
+	"net/http"
 	"strconv"
 	"testing"
 
+	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -87,4 +90,71 @@ func TestRecordsEncodedOnlyWhenReadable(t *testing.T) {
 	h.Publish(apply("c"))
 	h.drain()
 	check("synced, no stream", newest(1), true)
+}
+
+// flushRecorder is a ResponseWriter that keeps what it is written and can
+// flush.
+type flushRecorder struct {
+	h    http.Header
+	body bytes.Buffer
+}
+
+func (f *flushRecorder) Header() http.Header         { return f.h }
+func (f *flushRecorder) Write(b []byte) (int, error) { return f.body.Write(b) }
+func (f *flushRecorder) WriteHeader(int)             {}
+func (f *flushRecorder) Flush()                      {}
+
+// TestBurstBuildsNoFrames: a burst without fields writes each event in
+// pieces, the same bytes encode builds, and allocates no frame per event.
+func TestBurstBuildsNoFrames(t *testing.T) {
+	store := projection.NewStore(projection.DefaultConfig())
+	var changes []projection.Change
+	for i := range 200 {
+		n := "app-" + strconv.Itoa(i)
+		changes = append(changes, projection.Change{Op: projection.Upsert, Object: &projection.Object{
+			Kind: projection.KindApp, Namespace: "hanzo", Name: n, UID: "uid-" + n,
+			ResourceVersion: strconv.Itoa(i + 1), Generation: 1, Created: 1_760_000_000,
+			Spec: &projection.AppSpec{Repository: "ghcr.io/hanzoai/" + n, Tag: "v1", Replicas: 1, Role: "service"},
+		}})
+	}
+	if _, err := store.Apply(changes...); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHub(store, Options{})
+	spec := newView(auth.AllScope(), AppFilter{})
+	rec := &flushRecorder{h: http.Header{}}
+	out, err := newEventWriter(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.burst(t.Context(), out, spec); !ok {
+		t.Fatal("burst failed")
+	}
+	var want bytes.Buffer
+	snap := store.Snapshot()
+	rows := spec.rows(snap)
+	for i, a := range rows {
+		if i == len(rows)-1 {
+			want.Write(appendID(nil, snap.Position))
+		}
+		want.Write(spec.encode(projection.Added, a.ApplicationJSON()))
+	}
+	if !bytes.Equal(rec.body.Bytes(), want.Bytes()) {
+		t.Fatalf("the burst wrote other bytes than its frames:\n%.300s\nwant\n%.300s", rec.body.Bytes(), want.Bytes())
+	}
+	for _, typ := range []projection.EventType{projection.Added, projection.Modified, projection.Deleted} {
+		rec.body.Reset()
+		spec.write(out, typ, []byte(`{"x":1}`))
+		if got, want := rec.body.String(), string(spec.encode(typ, []byte(`{"x":1}`))); got != want {
+			t.Errorf("%s: wrote %q, encode builds %q", typ, got, want)
+		}
+	}
+
+	allocs := testing.AllocsPerRun(20, func() {
+		rec.body.Reset()
+		h.burst(t.Context(), out, spec)
+	})
+	if allocs > 20 {
+		t.Errorf("a burst of %d events allocated %.0f times, want no frame per event (at most 20)", len(rows), allocs)
+	}
 }

@@ -69,11 +69,47 @@ func (v *view) frame(rec *record, encodings *atomic.Uint64) []byte {
 // encode builds one SSE frame: "id: <rev>\n" (left out for rev 0),
 // "data: {"result":{"type":…,"application":…}}\n\n", trimmed to the
 // view's fields.
+const (
+	frameHead = `{"result":{"type":"`
+	frameMid  = `","application":`
+	frameTail = `}}`
+)
+
+// The pieces of a frame without fields, made once.
+var (
+	addedHead    = []byte("data: " + frameHead + string(projection.Added) + frameMid)
+	modifiedHead = []byte("data: " + frameHead + string(projection.Modified) + frameMid)
+	deletedHead  = []byte("data: " + frameHead + string(projection.Deleted) + frameMid)
+	frameEnd     = []byte(frameTail + "\n\n")
+)
+
+// write writes the frame encode would build straight to out: without
+// fields, in pieces, so that a burst of thousands of events to thousands of
+// clients builds no frame of its own for each.
+func (v *view) write(out *eventWriter, typ projection.EventType, app []byte) {
+	var head []byte
+	switch typ {
+	case projection.Added:
+		head = addedHead
+	case projection.Modified:
+		head = modifiedHead
+	case projection.Deleted:
+		head = deletedHead
+	}
+	if v.fields != nil || head == nil {
+		out.write(v.encode(typ, app))
+		return
+	}
+	out.write(head)
+	out.write(app)
+	out.write(frameEnd)
+}
+
 func (v *view) encode(typ projection.EventType, app []byte) []byte {
 	const (
-		head = `{"result":{"type":"`
-		mid  = `","application":`
-		tail = `}}`
+		head = frameHead
+		mid  = frameMid
+		tail = frameTail
 	)
 	size := len("data: \n\n") + len(head) + len(typ) + len(mid) + len(app) + len(tail)
 	if v.fields == nil {
