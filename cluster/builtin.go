@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"strconv"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -78,9 +79,13 @@ func decodeBuiltin(k projection.Kind, obj metav1.Object) (o *projection.Object, 
 		Generation:      obj.GetGeneration(),
 		Created:         unix(obj.GetCreationTimestamp()),
 		Deleting:        obj.GetDeletionTimestamp() != nil,
-		Labels:          projection.MakeLabels(obj.GetLabels()),
-		Owners:          owners(obj.GetOwnerReferences()),
 	}
+	if p, isPod := obj.(*corev1.Pod); isPod {
+		o.Spec, ok = podSummary(o, p), k == projection.KindPod
+		return o, ok
+	}
+	o.Labels = projection.MakeLabels(obj.GetLabels())
+	o.Owners = owners(obj.GetOwnerReferences())
 	ann := obj.GetAnnotations()
 	switch t := obj.(type) {
 	case *metav1.PartialObjectMetadata:
@@ -122,8 +127,6 @@ func decodeBuiltin(k projection.Kind, obj metav1.Object) (o *projection.Object, 
 			return projection.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 		})
 		o.Spec, ok = w, k == projection.KindReplicaSet
-	case *corev1.Pod:
-		o.Spec, ok = pod(t), k == projection.KindPod
 	case *corev1.Service:
 		var lb []string
 		for _, e := range t.Status.LoadBalancer.Ingress {
@@ -180,15 +183,50 @@ func workload(replicas *int32, sel *metav1.LabelSelector, tmpl *corev1.PodTempla
 	return w
 }
 
-func pod(p *corev1.Pod) *projection.PodSpec {
+// podSummary fills in a pod's labels and owner references and returns its
+// PodSpec. A pod's labels, owner references, containers and container
+// statuses are most often those of a sibling (a pod of the same
+// controller) decoded just before, in a list (ordered by name) or in a
+// rollout: it then holds the sibling's slices, not copies of its own
+// (siblingSlices).
+func podSummary(o *projection.Object, p *corev1.Pod) *projection.PodSpec {
+	owner := controllerUID(p.OwnerReferences)
+	var sib podSlices
+	if owner != "" {
+		sib = siblings.get(owner)
+	}
+	mine := sib
+	if labels := p.Labels; !sib.labels.EqualMap(labels) {
+		mine.labels = projection.MakeLabels(labels)
+	}
+	if !ownersEqual(p.OwnerReferences, sib.owners) {
+		mine.owners = owners(p.OwnerReferences)
+	}
+	if !containersEqual(p.Spec.Containers, sib.containers) {
+		mine.containers = containers(p.Spec.Containers)
+	}
+	if !statusesEqual(p.Status.InitContainerStatuses, sib.init) {
+		mine.init = containerStatuses(p.Status.InitContainerStatuses)
+	}
+	if !statusesEqual(p.Status.ContainerStatuses, sib.statuses) {
+		mine.statuses = containerStatuses(p.Status.ContainerStatuses)
+	}
+	if owner != "" && !mine.same(sib) {
+		siblings.put(mine.owners, mine)
+	}
+	o.Labels, o.Owners = mine.labels, mine.owners
+	return pod(p, mine)
+}
+
+func pod(p *corev1.Pod, sl podSlices) *projection.PodSpec {
 	out := &projection.PodSpec{
 		RestartPolicy: projection.Intern(string(p.Spec.RestartPolicy)),
 		NodeName:      projection.Intern(p.Spec.NodeName),
-		Containers:    containers(p.Spec.Containers),
+		Containers:    sl.containers,
 		Phase:         projection.Intern(string(p.Status.Phase)),
 		Message:       p.Status.Message,
-		InitStatuses:  containerStatuses(p.Status.InitContainerStatuses),
-		Statuses:      containerStatuses(p.Status.ContainerStatuses),
+		InitStatuses:  sl.init,
+		Statuses:      sl.statuses,
 		PodIP:         p.Status.PodIP,
 	}
 	if p.Status.StartTime != nil {
@@ -235,6 +273,136 @@ func containerStatuses(list []corev1.ContainerStatus) []projection.ContainerStat
 	return out
 }
 
+// podSlices are the slices of a pod's summary that its siblings share.
+type podSlices struct {
+	labels         projection.Labels
+	owners         []projection.OwnerRef
+	containers     []projection.Container
+	init, statuses []projection.ContainerStatus
+}
+
+// same reports whether p and q hold the same slices (not only equal ones).
+func (p podSlices) same(q podSlices) bool {
+	return sameSlice(p.labels, q.labels) && sameSlice(p.owners, q.owners) && sameSlice(p.containers, q.containers) &&
+		sameSlice(p.init, q.init) && sameSlice(p.statuses, q.statuses)
+}
+
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// siblingSlices remembers the slices of the pod last decoded for each
+// controller, so that its next sibling can share them. It holds two
+// generations of at most siblingGeneration controllers each: a controller
+// not seen for a generation is forgotten (its pods were all decoded; a
+// later pod of its simply holds its own copies), so the table stays small
+// however many ReplicaSets come and go.
+type siblingSlices struct {
+	mu        sync.Mutex
+	cur, prev map[string]podSlices // by the controller's UID
+}
+
+const siblingGeneration = 4096
+
+var siblings siblingSlices
+
+func (s *siblingSlices) get(owner string) podSlices {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sl, ok := s.cur[owner]; ok {
+		return sl
+	}
+	return s.prev[owner]
+}
+
+// put remembers sl as the last pod's of the controller of owners.
+func (s *siblingSlices) put(owners []projection.OwnerRef, sl podSlices) {
+	owner := ""
+	for _, r := range owners {
+		if r.Controller {
+			owner = r.UID // interned
+			break
+		}
+	}
+	if owner == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.cur) >= siblingGeneration {
+		s.prev, s.cur = s.cur, nil
+	}
+	if s.cur == nil {
+		s.cur = make(map[string]podSlices)
+	}
+	s.cur[owner] = sl
+}
+
+// controllerUID is the UID of the owner reference that is the controller,
+// "" when none is.
+func controllerUID(refs []metav1.OwnerReference) string {
+	for i := range refs {
+		if isController(&refs[i]) {
+			return string(refs[i].UID)
+		}
+	}
+	return ""
+}
+
+func isController(r *metav1.OwnerReference) bool { return r.Controller != nil && *r.Controller }
+
+func ownersEqual(refs []metav1.OwnerReference, held []projection.OwnerRef) bool {
+	if len(refs) != len(held) {
+		return false
+	}
+	for i := range refs {
+		r := &refs[i]
+		if r.Kind != held[i].Kind || r.Name != held[i].Name || string(r.UID) != held[i].UID || isController(r) != held[i].Controller {
+			return false
+		}
+	}
+	return true
+}
+
+func containersEqual(list []corev1.Container, held []projection.Container) bool {
+	if len(list) != len(held) {
+		return false
+	}
+	for i := range list {
+		if list[i].Name != held[i].Name || list[i].Image != held[i].Image {
+			return false
+		}
+	}
+	return true
+}
+
+func statusesEqual(list []corev1.ContainerStatus, held []projection.ContainerStatus) bool {
+	if len(list) != len(held) {
+		return false
+	}
+	for i := range list {
+		c, s := &list[i], &held[i]
+		if c.Name != s.Name || c.Image != s.Image || c.Ready != s.Ready || c.RestartCount != s.RestartCount {
+			return false
+		}
+		if w := c.State.Waiting; (w != nil) != s.Waiting || (w != nil && (w.Reason != s.WaitingReason || w.Message != s.WaitingMessage)) {
+			return false
+		}
+		if (c.State.Running != nil) != s.Running || !terminatedEqual(c.State.Terminated, s.Terminated) ||
+			!terminatedEqual(c.LastTerminationState.Terminated, s.LastTerminated) {
+			return false
+		}
+	}
+	return true
+}
+
+func terminatedEqual(t *corev1.ContainerStateTerminated, held *projection.Terminated) bool {
+	if t == nil || held == nil {
+		return t == nil && held == nil
+	}
+	return t.Reason == held.Reason && t.Message == held.Message && t.ExitCode == held.ExitCode
+}
+
 func terminated(t *corev1.ContainerStateTerminated) *projection.Terminated {
 	if t == nil {
 		return nil
@@ -269,7 +437,7 @@ func owners(refs []metav1.OwnerReference) []projection.OwnerRef {
 	}
 	out := make([]projection.OwnerRef, len(refs))
 	for i, r := range refs {
-		out[i] = projection.OwnerRef{Kind: projection.Intern(r.Kind), Name: projection.Intern(r.Name), UID: projection.Intern(string(r.UID)), Controller: r.Controller != nil && *r.Controller}
+		out[i] = projection.OwnerRef{Kind: projection.Intern(r.Kind), Name: projection.Intern(r.Name), UID: projection.Intern(string(r.UID)), Controller: isController(&r)}
 	}
 	return out
 }

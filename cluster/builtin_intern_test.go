@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -53,4 +54,92 @@ func TestBuiltinDecodingInterns(t *testing.T) {
 	same("node", pa.NodeName, pb.NodeName)
 	same("phase", pa.Phase, pb.Phase)
 	same("restart policy", pa.RestartPolicy, pb.RestartPolicy)
+}
+
+// TestPodsOfOneReplicaSetShareSlices: two pods of one ReplicaSet decoded
+// one after the other hold one copy of their labels, owner references,
+// containers and container statuses; a pod whose status differs holds its
+// own, equal to what it says, and still shares the rest; a repeat
+// allocates its summary and its PodSpec alone.
+func TestPodsOfOneReplicaSetShareSlices(t *testing.T) {
+	c := strings.Clone
+	yes := true
+	pod := func(name string, ready bool, restarts int32) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: c("hanzo"), Name: name, UID: types.UID(name + "-uid"),
+				Labels:          map[string]string{c("app"): c("kms"), c("pod-template-hash"): c("5f6c")},
+				OwnerReferences: []metav1.OwnerReference{{Kind: c("ReplicaSet"), Name: c("kms-5f6c"), UID: types.UID(c("kms-rs-uid")), Controller: &yes}},
+			},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: c("kms"), Image: c("ghcr.io/hanzoai/kms:v2")}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+				Name: c("kms"), Image: c("ghcr.io/hanzoai/kms:v2"), Ready: ready, RestartCount: restarts,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			}}},
+		}
+	}
+	decode := func(p *corev1.Pod) (*projection.Object, *projection.PodSpec) {
+		t.Helper()
+		o, ok := decodeBuiltin(projection.KindPod, p)
+		if !ok {
+			t.Fatal("a Pod did not decode as a Pod")
+		}
+		return o, o.Spec.(*projection.PodSpec)
+	}
+	a, pa := decode(pod("kms-5f6c-a", true, 0))
+	b, pb := decode(pod("kms-5f6c-b", true, 0))
+	same := func(what string, x, y unsafe.Pointer) {
+		t.Helper()
+		if x != y {
+			t.Errorf("%s: two copies, want one", what)
+		}
+	}
+	same("labels", unsafe.Pointer(&a.Labels[0]), unsafe.Pointer(&b.Labels[0]))
+	same("owners", unsafe.Pointer(&a.Owners[0]), unsafe.Pointer(&b.Owners[0]))
+	same("containers", unsafe.Pointer(&pa.Containers[0]), unsafe.Pointer(&pb.Containers[0]))
+	same("statuses", unsafe.Pointer(&pa.Statuses[0]), unsafe.Pointer(&pb.Statuses[0]))
+	if cap(a.Labels) != len(a.Labels) || cap(pa.Statuses) != len(pa.Statuses) || cap(a.Owners) != len(a.Owners) {
+		t.Error("a shared slice has room beyond its length: an append would write into it")
+	}
+
+	cc, pc := decode(pod("kms-5f6c-c", false, 3))
+	if &pc.Statuses[0] == &pa.Statuses[0] {
+		t.Fatal("a pod whose container is not ready shares the ready pods' statuses")
+	}
+	if s := pc.Statuses[0]; s.Ready || s.RestartCount != 3 || !s.Running || s.Name != "kms" || s.Image != "ghcr.io/hanzoai/kms:v2" {
+		t.Errorf("the not-ready pod's status: %+v", s)
+	}
+	same("labels of the not-ready pod", unsafe.Pointer(&a.Labels[0]), unsafe.Pointer(&cc.Labels[0]))
+	if v := cc.Labels.Value("pod-template-hash"); v != "5f6c" || len(cc.Labels) != 2 {
+		t.Errorf("labels %v", cc.Labels)
+	}
+
+	other := pod("kms-5f6c-d", true, 0)
+	other.Labels["extra"] = "x"
+	d, _ := decode(other)
+	if len(d.Labels) != 3 || d.Labels.Value("extra") != "x" {
+		t.Errorf("a pod with one more label holds %v", d.Labels)
+	}
+
+	repeat := pod("kms-5f6c-e", false, 3)
+	decode(repeat)
+	if n := testing.AllocsPerRun(50, func() { decodeBuiltin(projection.KindPod, repeat) }); n > 2 {
+		t.Errorf("decoding a pod like its sibling allocated %.0f times, want 2 (its summary and its PodSpec)", n)
+	}
+}
+
+// TestSiblingTableBounded: the table of siblings forgets controllers it
+// has not seen for a generation, so it never holds more than two.
+func TestSiblingTableBounded(t *testing.T) {
+	var s siblingSlices
+	for i := range 5 * siblingGeneration {
+		s.put([]projection.OwnerRef{{Kind: "ReplicaSet", UID: "rs-" + strconv.Itoa(i), Controller: true}}, podSlices{})
+	}
+	if n := len(s.cur) + len(s.prev); n > 2*siblingGeneration {
+		t.Errorf("the table holds %d controllers, want at most %d", n, 2*siblingGeneration)
+	}
+	s.put([]projection.OwnerRef{{Kind: "ReplicaSet", UID: "none"}}, podSlices{})
+	if _, ok := s.cur["none"]; ok {
+		t.Error("an owner that is not the controller was remembered")
+	}
 }

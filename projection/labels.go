@@ -25,6 +25,19 @@ func MakeLabels(m map[string]string) Labels {
 	return out
 }
 
+// EqualMap reports whether the labels are exactly m's.
+func (l Labels) EqualMap(m map[string]string) bool {
+	if len(l) != len(m) {
+		return false
+	}
+	for _, kv := range l {
+		if v, ok := m[kv.Key]; !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
 // Get returns the value of key and whether it is set.
 func (l Labels) Get(key string) (string, bool) {
 	i := sort.Search(len(l), func(i int) bool { return l[i].Key >= key })
