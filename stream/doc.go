@@ -167,7 +167,10 @@
 //     never encodes. Run takes the inbox, encodes each Application once
 //     (the projection's shared encoding), appends a record to the resume
 //     ring, and queues one frame per view that sees the change to that
-//     view's subscribers. Deltas published within Batch of each other are
+//     view's subscribers. Before the first sync, with no stream open, it
+//     encodes nothing: no one can read those records (the ring is emptied
+//     at sync, and a stream opened later starts from a snapshot that holds
+//     them), so the initial lists' rows are encoded on first read. Deltas published within Batch of each other are
 //     handed out in one round, so a busy subscriber is woken and flushed
 //     once per round, not once per event.
 //   - No gap, no duplicate. Inside the hub, records are ordered by this
@@ -189,7 +192,9 @@
 //   - Fan-out cost. Subscribers are grouped by view (scope key, filter,
 //     fields). A change is encoded once per view that sees it and the same
 //     []byte frame is queued to each of its subscribers (Stats.Encodings).
-//     Replays and bursts are encoded per subscriber (Stats.ReplayEncodings).
+//     Replays and bursts are sent per subscriber (Stats.ReplayEncodings
+//     counts their events); a burst without fields writes each row's
+//     shared encoding between a frame's head and tail, building no frame.
 //   - Slow subscribers. Each has a queue of at most QueueSize frames. When
 //     it is full, the subscriber is cut off: removed from its view, its
 //     stream ended with a log line, and a write blocked on its connection
