@@ -351,49 +351,47 @@ func controllerUID(refs []metav1.OwnerReference) string {
 
 func isController(r *metav1.OwnerReference) bool { return r.Controller != nil && *r.Controller }
 
-func ownersEqual(refs []metav1.OwnerReference, held []projection.OwnerRef) bool {
-	if len(refs) != len(held) {
+// sliceEqual reports whether a wire slice says what a held summary slice
+// holds, element by element.
+func sliceEqual[W, H any](wire []W, held []H, eq func(*W, *H) bool) bool {
+	if len(wire) != len(held) {
 		return false
 	}
-	for i := range refs {
-		r := &refs[i]
-		if r.Kind != held[i].Kind || r.Name != held[i].Name || string(r.UID) != held[i].UID || isController(r) != held[i].Controller {
+	for i := range wire {
+		if !eq(&wire[i], &held[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func ownersEqual(refs []metav1.OwnerReference, held []projection.OwnerRef) bool {
+	return sliceEqual(refs, held, ownerEqual)
+}
+
+func ownerEqual(r *metav1.OwnerReference, h *projection.OwnerRef) bool {
+	return r.Kind == h.Kind && r.Name == h.Name && string(r.UID) == h.UID && isController(r) == h.Controller
 }
 
 func containersEqual(list []corev1.Container, held []projection.Container) bool {
-	if len(list) != len(held) {
-		return false
-	}
-	for i := range list {
-		if list[i].Name != held[i].Name || list[i].Image != held[i].Image {
-			return false
-		}
-	}
-	return true
+	return sliceEqual(list, held, func(c *corev1.Container, h *projection.Container) bool {
+		return c.Name == h.Name && c.Image == h.Image
+	})
 }
 
 func statusesEqual(list []corev1.ContainerStatus, held []projection.ContainerStatus) bool {
-	if len(list) != len(held) {
+	return sliceEqual(list, held, statusEqual)
+}
+
+func statusEqual(c *corev1.ContainerStatus, s *projection.ContainerStatus) bool {
+	if c.Name != s.Name || c.Image != s.Image || c.Ready != s.Ready || c.RestartCount != s.RestartCount {
 		return false
 	}
-	for i := range list {
-		c, s := &list[i], &held[i]
-		if c.Name != s.Name || c.Image != s.Image || c.Ready != s.Ready || c.RestartCount != s.RestartCount {
-			return false
-		}
-		if w := c.State.Waiting; (w != nil) != s.Waiting || (w != nil && (w.Reason != s.WaitingReason || w.Message != s.WaitingMessage)) {
-			return false
-		}
-		if (c.State.Running != nil) != s.Running || !terminatedEqual(c.State.Terminated, s.Terminated) ||
-			!terminatedEqual(c.LastTerminationState.Terminated, s.LastTerminated) {
-			return false
-		}
+	if w := c.State.Waiting; (w != nil) != s.Waiting || (w != nil && (w.Reason != s.WaitingReason || w.Message != s.WaitingMessage)) {
+		return false
 	}
-	return true
+	return (c.State.Running != nil) == s.Running && terminatedEqual(c.State.Terminated, s.Terminated) &&
+		terminatedEqual(c.LastTerminationState.Terminated, s.LastTerminated)
 }
 
 func terminatedEqual(t *corev1.ContainerStateTerminated, held *projection.Terminated) bool {
