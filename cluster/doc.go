@@ -18,7 +18,11 @@
 //     informer cache and the projection share that summary, so no full
 //     object (managedFields, last-applied configuration, pod environment)
 //     outlives its decoding. Objects outside the namespace map keep their
-//     identity alone and never reach the fold.
+//     identity alone and never reach the fold. Strings that repeat are
+//     interned, and a pod decoded after a sibling of the same controller
+//     holds the sibling's labels, owner references, containers and
+//     statuses when they are equal (a bounded table of recent
+//     controllers), so the ten pods of a ReplicaSet hold one copy of each.
 //   - Informer callbacks only enqueue. The Feed's goroutine is the one
 //     writer of the projection.Store: it applies queued changes in arrival
 //     order, in batches, and hands the deltas on. Ready means every initial
