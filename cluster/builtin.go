@@ -212,7 +212,7 @@ func podSummary(o *projection.Object, p *corev1.Pod) *projection.PodSpec {
 		mine.statuses = containerStatuses(p.Status.ContainerStatuses)
 	}
 	if owner != "" && !mine.same(sib) {
-		siblings.put(mine.owners, mine)
+		siblings.put(mine)
 	}
 	o.Labels, o.Owners = mine.labels, mine.owners
 	return pod(p, mine)
@@ -306,29 +306,42 @@ const siblingGeneration = 4096
 
 var siblings siblingSlices
 
+// get is the slices of the controller's last pod (zero when none is
+// remembered); one remembered from the generation before is kept for
+// the next.
 func (s *siblingSlices) get(owner string) podSlices {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl, ok := s.cur[owner]; ok {
 		return sl
 	}
-	return s.prev[owner]
+	sl, ok := s.prev[owner]
+	if ok {
+		s.keep(sl)
+	}
+	return sl
 }
 
-// put remembers sl as the last pod's of the controller of owners.
-func (s *siblingSlices) put(owners []projection.OwnerRef, sl podSlices) {
+// put remembers sl as the last pod's of its controller.
+func (s *siblingSlices) put(sl podSlices) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep(sl)
+}
+
+// keep remembers sl in the current generation, keyed by its controller's
+// UID (interned, as owners built it). Called with s.mu held.
+func (s *siblingSlices) keep(sl podSlices) {
 	owner := ""
-	for _, r := range owners {
+	for _, r := range sl.owners {
 		if r.Controller {
-			owner = r.UID // interned
+			owner = r.UID
 			break
 		}
 	}
 	if owner == "" {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(s.cur) >= siblingGeneration {
 		s.prev, s.cur = s.cur, nil
 	}

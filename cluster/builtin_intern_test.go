@@ -129,16 +129,38 @@ func TestPodsOfOneReplicaSetShareSlices(t *testing.T) {
 }
 
 // TestSiblingTableBounded: the table of siblings forgets controllers it
-// has not seen for a generation, so it never holds more than two.
+// has not seen for a generation, so it never holds more than two; one
+// asked for in the meantime is kept.
 func TestSiblingTableBounded(t *testing.T) {
 	var s siblingSlices
-	for i := range 5 * siblingGeneration {
-		s.put([]projection.OwnerRef{{Kind: "ReplicaSet", UID: "rs-" + strconv.Itoa(i), Controller: true}}, podSlices{})
+	rs := func(uid string) podSlices {
+		return podSlices{owners: []projection.OwnerRef{{Kind: "ReplicaSet", UID: uid, Controller: true}}}
+	}
+	s.put(rs("kept"))
+	s.put(rs("forgotten"))
+	fill := func(prefix string) {
+		for i := range siblingGeneration {
+			s.put(rs(prefix + strconv.Itoa(i)))
+		}
+	}
+	fill("a-")
+	if got := s.get("kept"); len(got.owners) != 1 || got.owners[0].UID != "kept" {
+		t.Fatal("a controller of the generation before was not found")
+	}
+	fill("b-")
+	if got := s.get("kept"); len(got.owners) == 0 {
+		t.Error("a controller asked for in the last generation was forgotten")
+	}
+	if got := s.get("forgotten"); len(got.owners) != 0 {
+		t.Error("a controller not seen for a generation is still held")
+	}
+	for range 3 {
+		fill("c-")
 	}
 	if n := len(s.cur) + len(s.prev); n > 2*siblingGeneration {
 		t.Errorf("the table holds %d controllers, want at most %d", n, 2*siblingGeneration)
 	}
-	s.put([]projection.OwnerRef{{Kind: "ReplicaSet", UID: "none"}}, podSlices{})
+	s.put(podSlices{owners: []projection.OwnerRef{{Kind: "ReplicaSet", UID: "none"}}})
 	if _, ok := s.cur["none"]; ok {
 		t.Error("an owner that is not the controller was remembered")
 	}
