@@ -170,9 +170,10 @@
 //     view's subscribers. Before the first sync, with no stream open, it
 //     encodes nothing: no one can read those records (the ring is emptied
 //     at sync, and a stream opened later starts from a snapshot that holds
-//     them), so the initial lists' rows are encoded on first read. Deltas published within Batch of each other are
-//     handed out in one round, so a busy subscriber is woken and flushed
-//     once per round, not once per event.
+//     them), so the initial lists' rows are encoded on first read. Deltas
+//     published within Batch of each other are handed out in one round,
+//     so a busy subscriber is woken and flushed once per round, not once
+//     per event.
 //   - No gap, no duplicate. Inside the hub, records are ordered by this
 //     process's revisions, one per Delta and contiguous; the ring holds
 //     (floor, last]. A stream positions itself (a position mapped to the

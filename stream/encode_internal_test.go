@@ -142,11 +142,17 @@ func TestBurstBuildsNoFrames(t *testing.T) {
 	if !bytes.Equal(rec.body.Bytes(), want.Bytes()) {
 		t.Fatalf("the burst wrote other bytes than its frames:\n%.300s\nwant\n%.300s", rec.body.Bytes(), want.Bytes())
 	}
-	for _, typ := range []projection.EventType{projection.Added, projection.Modified, projection.Deleted} {
+	app := []byte(`{"metadata":{"name":"x","namespace":"y"},"spec":{"project":"p"}}`)
+	for _, param := range []string{"", "result.application.metadata.name"} {
+		fields, err := ParseFields(param)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := newView(auth.AllScope(), AppFilter{Fields: fields})
 		rec.body.Reset()
-		spec.write(out, typ, []byte(`{"x":1}`))
-		if got, want := rec.body.String(), string(spec.encode(typ, []byte(`{"x":1}`))); got != want {
-			t.Errorf("%s: wrote %q, encode builds %q", typ, got, want)
+		v.writeAdded(out, app)
+		if got, want := rec.body.String(), string(v.encode(projection.Added, app)); got != want {
+			t.Errorf("fields %q: wrote %q, encode builds %q", param, got, want)
 		}
 	}
 

@@ -196,7 +196,7 @@ func (h *Hub) burst(ctx context.Context, out *eventWriter, spec *view) (uint64, 
 		if i == len(rows)-1 {
 			out.write(appendID(nil, snap.Position))
 		}
-		spec.write(out, projection.Added, a.ApplicationJSON())
+		spec.writeAdded(out, a.ApplicationJSON())
 	}
 	if len(rows) == 0 && !snap.Position.IsZero() {
 		out.write(append(appendID(nil, snap.Position), '\n'))

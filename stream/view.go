@@ -66,66 +66,50 @@ func (v *view) frame(rec *record, encodings *atomic.Uint64) []byte {
 	return v.encode(typ, app)
 }
 
-// encode builds one SSE frame: "id: <rev>\n" (left out for rev 0),
-// "data: {"result":{"type":…,"application":…}}\n\n", trimmed to the
-// view's fields.
+// The pieces of a frame: "data: {"result":{"type":…,"application":…}}\n\n".
 const (
 	frameHead = `{"result":{"type":"`
 	frameMid  = `","application":`
 	frameTail = `}}`
 )
 
-// The pieces of a frame without fields, made once.
+// The head and end of an ADDED frame without fields, made once.
 var (
-	addedHead    = []byte("data: " + frameHead + string(projection.Added) + frameMid)
-	modifiedHead = []byte("data: " + frameHead + string(projection.Modified) + frameMid)
-	deletedHead  = []byte("data: " + frameHead + string(projection.Deleted) + frameMid)
-	frameEnd     = []byte(frameTail + "\n\n")
+	addedHead = []byte("data: " + frameHead + string(projection.Added) + frameMid)
+	frameEnd  = []byte(frameTail + "\n\n")
 )
 
-// write writes the frame encode would build straight to out: without
-// fields, in pieces, so that a burst of thousands of events to thousands of
-// clients builds no frame of its own for each.
-func (v *view) write(out *eventWriter, typ projection.EventType, app []byte) {
-	var head []byte
-	switch typ {
-	case projection.Added:
-		head = addedHead
-	case projection.Modified:
-		head = modifiedHead
-	case projection.Deleted:
-		head = deletedHead
-	}
-	if v.fields != nil || head == nil {
-		out.write(v.encode(typ, app))
+// writeAdded writes the ADDED frame of app that encode would build,
+// straight to out: without fields, in pieces, so that a burst of thousands
+// of events to thousands of clients builds no frame of its own for each.
+func (v *view) writeAdded(out *eventWriter, app []byte) {
+	if v.fields != nil {
+		out.write(v.encode(projection.Added, app))
 		return
 	}
-	out.write(head)
+	out.write(addedHead)
 	out.write(app)
 	out.write(frameEnd)
 }
 
+// encode builds one SSE frame, "data: {"result":{"type":…,"application":…}}\n\n",
+// trimmed to the view's fields.
 func (v *view) encode(typ projection.EventType, app []byte) []byte {
-	const (
-		head = frameHead
-		mid  = frameMid
-		tail = frameTail
-	)
-	size := len("data: \n\n") + len(head) + len(typ) + len(mid) + len(app) + len(tail)
+	size := len("data: \n\n") + len(frameHead) + len(typ) + len(frameMid) + len(app) + len(frameTail)
 	if v.fields == nil {
 		b := make([]byte, 0, size)
-		b = append(b, "data: "+head...)
+		b = append(b, "data: "+frameHead...)
 		b = append(b, typ...)
-		b = append(b, mid...)
+		b = append(b, frameMid...)
 		b = append(b, app...)
-		return append(b, tail+"\n\n"...)
+		return append(b, frameTail+"\n\n"...)
 	}
 	doc := make([]byte, 0, size)
-	doc = append(doc, head...)
+	doc = append(doc, frameHead...)
 	doc = append(doc, typ...)
-	doc = append(doc, mid...)
+	doc = append(doc, frameMid...)
 	doc = append(doc, app...)
-	doc = append(doc, tail...)
+	doc = append(doc, frameTail...)
 	if trimmed, err := v.fields.apply(doc); err == nil {
 		doc = trimmed
 	} // else: the encoded Application is always valid JSON; send it whole rather than lose the event
