@@ -58,6 +58,9 @@ type EntryEngine struct {
 	Repo string `json:"repo"`
 	Ref  string `json:"ref,omitempty"`
 	Path string `json:"path,omitempty"`
+	// WebhookSecretFile is the file holding the secret of this engine's
+	// git webhook; without it the hook takes DEPLOY_ENGINE_WEBHOOK_SECRET.
+	WebhookSecretFile string `json:"webhookSecretFile,omitempty"`
 }
 
 // Source is where the entry's rest config comes from.

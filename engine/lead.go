@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/hanzoai/deploy/gitops"
 )
 
 // LeaseConfig makes the engine one writer among replicas: each replica
@@ -196,30 +197,26 @@ func (e *Engine) fenced() error {
 }
 
 // Leader tells the routes where the engine runs: self when this process
-// runs it (always without a Lease), else the leader's URL; an error when
-// no replica holds the Lease now, or its URL is not known yet (a new
-// leader publishes it first thing).
-func (e *Engine) Leader() (url string, self bool, err error) {
-	if e.cfg.Lease == nil {
-		return "", true, nil
-	}
-	if e.currentTerm() != nil {
-		return "", true, nil
+// runs it (always without a Lease), else the Lease's holder as the state
+// names it (its identity and the URL it published); an error when no
+// replica holds the Lease now, or its record is not published yet (a new
+// leader publishes it first thing). The URL is what the state ConfigMap
+// says: the routes forward only to a URL among this deployd's peers.
+func (e *Engine) Leader() (leader gitops.EngineLeader, self bool, err error) {
+	if e.cfg.Lease == nil || e.currentTerm() != nil {
+		return gitops.EngineLeader{}, true, nil
 	}
 	e.mu.Lock()
 	holder := e.leaseHolder
 	e.mu.Unlock()
 	if holder == "" {
-		return "", false, errors.New("no replica holds the engine's Lease yet; try again in a few seconds")
+		return gitops.EngineLeader{}, false, errors.New("no replica holds the engine's Lease yet; try again in a few seconds")
 	}
 	st := e.store.get()
 	if st.Leader == nil || st.Leader.Identity != holder || st.Leader.URL == "" {
-		return "", false, fmt.Errorf("the engine's leader (%s) is taking over; try again in a few seconds", holder)
+		return gitops.EngineLeader{}, false, fmt.Errorf("the engine's leader (%s) is taking over; try again in a few seconds", holder)
 	}
-	if !strings.HasPrefix(st.Leader.URL, "http://") && !strings.HasPrefix(st.Leader.URL, "https://") {
-		return "", false, fmt.Errorf("the engine's leader %s published no usable URL", holder)
-	}
-	return st.Leader.URL, false, nil
+	return gitops.EngineLeader{Identity: holder, URL: st.Leader.URL, Since: st.Leader.Since}, false, nil
 }
 
 // Identity is this replica's identity in the Lease ("" without one).

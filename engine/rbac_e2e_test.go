@@ -165,7 +165,7 @@ func testLeaseLeastPrivilege(t *testing.T, c *clustertest.Cluster, srv *enginete
 	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != lease.Identity {
 		t.Fatalf("the Lease: %v %+v", err, l)
 	}
-	if url, self, err := e.Leader(); !self || err != nil || url != "" {
-		t.Errorf("Leader() on the leader: %q %v %v", url, self, err)
+	if l, self, err := e.Leader(); !self || err != nil || l.URL != "" {
+		t.Errorf("Leader() on the leader: %+v %v %v", l, self, err)
 	}
 }

@@ -61,6 +61,9 @@ func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
 		if p := auth.PrincipalFrom(c.Request().Context()); p != nil {
 			attrs = append(attrs, slog.String("sub", p.Subject), slog.String("user", p.Username), slog.String("org", p.Org))
 		}
+		if st := stateOf(c.Request().Context()); st != nil && st.forward != nil {
+			attrs = append(attrs, slog.String("forwardedBy", st.forward.From))
+		}
 		s.d.Log.LogAttrs(c.Request().Context(), slog.LevelInfo, "audit", attrs...)
 		return err
 	}

@@ -16,9 +16,10 @@ import (
 type credential int
 
 const (
-	credentialNone   credential = iota
-	credentialBearer            // Authorization: Bearer <ID token>
-	credentialCookie            // the session cookie (ambient: subject to SameOrigin)
+	credentialNone    credential = iota
+	credentialBearer             // Authorization: Bearer <ID token>
+	credentialCookie             // the session cookie (ambient: subject to SameOrigin)
+	credentialForward            // another replica's signed assertion (acceptForward)
 )
 
 // authInfo is what Authenticate learned about a request.
@@ -62,6 +63,9 @@ func withAuth(c echo.Context, p *auth.Principal, ai authInfo) {
 func (s *Session) Authenticate() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if st := stateOf(c.Request().Context()); st != nil && st.authenticated {
+				return next(c) // a forward, authenticated by its assertion
+			}
 			r := c.Request()
 			lenient := isSessionRoute(c.Path())
 			if h := r.Header.Get(echo.HeaderAuthorization); h != "" {
@@ -98,6 +102,27 @@ func (s *Session) Authenticate() echo.MiddlewareFunc {
 			}
 			return next(c)
 		}
+	}
+}
+
+// acceptForward authenticates a request another replica forwarded (it
+// carries auth.ForwardHeader or forwardedHeader) by its assertion alone:
+// the caller's Principal as the forwarding replica verified it, or none
+// (the webhook). Authorization and cookies are not looked at; a forward
+// whose assertion does not verify is a 401. Other requests pass to
+// Authenticate.
+func (s *Server) acceptForward(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		if h.Get(auth.ForwardHeader) == "" && h.Get(forwardedHeader) == "" {
+			return next(c)
+		}
+		p, err := s.forwardedPrincipal(c)
+		if err != nil {
+			return err
+		}
+		withAuth(c, p, authInfo{via: credentialForward})
+		return next(c)
 	}
 }
 

@@ -40,10 +40,11 @@ type Engine interface {
 	// request after start.
 	Instance() string
 	// Leader says where the engine runs: self when this process runs it,
-	// else the URL of the replica that does (the routes forward the
-	// requests only it carries out); an error (safe for a client) while no
-	// replica does.
-	Leader() (url string, self bool, err error)
+	// else the replica that does, by its identity and the URL it published
+	// (the routes forward the requests only it carries out, and only to a
+	// URL among the peers); an error (safe for a client) while no replica
+	// does.
+	Leader() (leader gitops.EngineLeader, self bool, err error)
 	// Suspend and Resume stop and restart the engine's interval and
 	// webhook runs (kept in the cluster); they answer the status after.
 	Suspend(ctx context.Context, by string) (gitops.EngineStatus, error)

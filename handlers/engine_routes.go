@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -32,7 +33,8 @@ const (
 
 func (s *Server) engineRoutes() {
 	s.handle(http.MethodPost, reconcilePath, s.reconcile, s.requireEngineWriter, s.onLeader)
-	s.handle(http.MethodPost, webhookPath, s.gitWebhook, s.selectEngine, s.onLeader)
+	// The webhook verifies its signature before it forwards (gitWebhook).
+	s.handle(http.MethodPost, webhookPath, s.gitWebhook, s.selectEngine)
 	s.handle(http.MethodPost, suspendPath, s.suspendEngine, s.requireEngineWriter, s.onLeader)
 	s.handle(http.MethodPost, resumePath, s.resumeEngine, s.requireEngineWriter, s.onLeader)
 }
@@ -156,6 +158,10 @@ type webhookAnswer struct {
 	Queued bool   `json:"queued"`
 	Event  string `json:"event"`
 	Ref    string `json:"ref,omitempty"`
+	// Delivery is the delivery's id, when it names one; Duplicate says it
+	// was received before (within webhookReplayWindow) and not run again.
+	Delivery  string `json:"delivery,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
 	// Ignored says why no run was queued.
 	Ignored string `json:"ignored,omitempty"`
 }
@@ -164,17 +170,23 @@ type webhookAnswer struct {
 // configured secret every delivery is refused with 503: an unsigned
 // webhook would let anyone start runs, and 503 tells whoever configures the
 // hook which setting is missing (a 401 would send them looking for a wrong
-// secret). Nothing starts unless the signature verifies.
+// secret). Nothing starts, and nothing is forwarded to the engine's
+// leader, unless the signature verifies on the replica that received it;
+// the leader verifies it again. A delivery whose id the leader received
+// within the last hour is answered 200 and not run twice (GitHub and
+// Gitea redeliver with the same id).
 //
 // With several clusters, each cluster's engine has its hook:
-// ?cluster=<name> names it (the first cluster's when absent).
+// ?cluster=<name> names it (the first cluster's when absent), and its
+// secret (its entry's, else DEPLOY_ENGINE_WEBHOOK_SECRET).
 func (s *Server) gitWebhook(c echo.Context) error {
 	eng := s.routeEngine(c)
 	if eng == nil {
 		return s.noEngine(c)
 	}
-	if len(s.d.EngineWebhookSecret) == 0 {
-		return errorf(http.StatusServiceUnavailable, "the git webhook is not configured: set DEPLOY_ENGINE_WEBHOOK_SECRET to the hook's secret")
+	secret := s.webhookSecret(c)
+	if len(secret) == 0 {
+		return errorf(http.StatusServiceUnavailable, "the git webhook is not configured: set DEPLOY_ENGINE_WEBHOOK_SECRET (or the cluster's engine.webhookSecretFile) to the hook's secret")
 	}
 	r := c.Request()
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, webhookBodyLimit))
@@ -187,11 +199,24 @@ func (s *Server) gitWebhook(c echo.Context) error {
 	}
 	rec := auditOf(c)
 	rec.summary = "git webhook"
-	if err := verifyWebhook(s.d.EngineWebhookSecret, r.Header, body); err != nil {
+	if err := verifyWebhook(secret, r.Header, body); err != nil {
 		return err
 	}
-	ans := webhookAnswer{Event: webhookEvent(r.Header)}
+	if handled, err := s.forwardToLeader(c, eng, body); handled {
+		return err
+	}
+	ans := webhookAnswer{Event: webhookEvent(r.Header), Delivery: webhookDelivery(r.Header)}
 	rec.summary += " event=" + ans.Event
+	if ans.Delivery != "" {
+		rec.summary += " delivery=" + ans.Delivery
+		name, _ := c.Get(engineClusterKey).(string)
+		if at, seen := s.deliveries.seen(name, ans.Delivery, s.d.Now()); seen {
+			ans.Duplicate = true
+			ans.Ignored = "delivery " + quoteShort(ans.Delivery) + " was received at " + at.UTC().Format(time.RFC3339) + "; a delivery runs once"
+			rec.summary += " duplicate"
+			return c.JSON(http.StatusOK, ans)
+		}
+	}
 	if ans.Event != "push" {
 		ans.Ignored = "a " + quoteShort(ans.Event) + " event starts no run (only push does)"
 		return c.JSON(http.StatusAccepted, ans)

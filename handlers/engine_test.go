@@ -30,8 +30,8 @@ type fakeEngine struct {
 	desired    map[string]map[string]any // liveKey → object
 	reconciles []bool                    // dryRun of each call
 	triggers   []string
-	// Leader's answer: leaderURL with notSelf, or leaderErr.
-	leaderURL string
+	// Leader's answer: leader with notSelf, or leaderErr.
+	leader    gitops.EngineLeader
 	notSelf   bool
 	leaderErr error
 	suspended *gitops.EngineSuspension
@@ -73,10 +73,10 @@ func (f *fakeEngine) PushEnabled() bool { return false }
 
 func (f *fakeEngine) Instance() string { return "universe" }
 
-func (f *fakeEngine) Leader() (string, bool, error) {
+func (f *fakeEngine) Leader() (gitops.EngineLeader, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.leaderURL, !f.notSelf, f.leaderErr
+	return f.leader, !f.notSelf, f.leaderErr
 }
 
 func (f *fakeEngine) Suspend(_ context.Context, by string) (gitops.EngineStatus, error) {

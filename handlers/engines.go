@@ -137,8 +137,12 @@ func (s *Server) engineFor(namespace string) Engine {
 	return s.engines[cluster]
 }
 
-// engineKey holds the engine a route's request names (routeEngine).
-const engineKey = "deployd.engine"
+// engineKey holds the engine a route's request names (routeEngine),
+// engineClusterKey the name of its cluster.
+const (
+	engineKey        = "deployd.engine"
+	engineClusterKey = "deployd.engine.cluster"
+)
 
 // engineNamed is the engine the request's ?cluster= names (the first
 // cluster's when absent; nil when that cluster runs none) and the
@@ -176,13 +180,14 @@ func (s *Server) engineNamed(c echo.Context) (Engine, string, error) {
 // answers for a cluster that runs none.
 func (s *Server) selectEngine(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		e, _, err := s.engineNamed(c)
+		e, name, err := s.engineNamed(c)
 		if err != nil {
 			return err
 		}
 		if e != nil {
 			c.Set(engineKey, e)
 		}
+		c.Set(engineClusterKey, name)
 		return next(c)
 	}
 }
@@ -192,6 +197,16 @@ func (s *Server) selectEngine(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) routeEngine(c echo.Context) Engine {
 	e, _ := c.Get(engineKey).(Engine)
 	return e
+}
+
+// webhookSecret is the webhook secret of the engine the request names:
+// its cluster's own when its entry sets one, else DEPLOY_ENGINE_WEBHOOK_SECRET.
+func (s *Server) webhookSecret(c echo.Context) []byte {
+	name, _ := c.Get(engineClusterKey).(string)
+	if secret, ok := s.d.ClusterWebhookSecrets[name]; ok && len(secret) > 0 {
+		return secret
+	}
+	return s.d.EngineWebhookSecret
 }
 
 // noEngine is the 503 of an engine route for a cluster that runs none.

@@ -34,6 +34,10 @@ type requestState struct {
 	// audit is what a write handler did, for its audit line (nil for a
 	// read).
 	audit *auditRecord
+
+	// forward is the assertion of a request another replica forwarded,
+	// once its signature verified (nil otherwise).
+	forward *auth.Forward
 }
 
 // stateKey is the context key of the request's requestState.

@@ -142,6 +142,16 @@ type Deps struct {
 	// EngineWebhookSecret authenticates POST /v1/deploy/webhook/git (HMAC-SHA256
 	// of the body); empty refuses every webhook.
 	EngineWebhookSecret []byte
+	// ClusterWebhookSecrets are the other clusters' engines' webhook
+	// secrets, by cluster name; a cluster without one takes
+	// EngineWebhookSecret.
+	ClusterWebhookSecrets map[string][]byte
+	// Peering signs the requests this replica forwards to the engine's
+	// leader and verifies those forwarded to it; nil refuses both.
+	Peering *auth.Peering
+	// Peers are the only places a request is forwarded to (DEPLOY_PEERS);
+	// nil: none.
+	Peers *auth.PeerSet
 }
 
 // Server is deployd's HTTP surface.
@@ -157,7 +167,9 @@ type Server struct {
 	chain echo.HandlerFunc
 	// fwd carries requests forwarded to the engine's leader.
 	fwdOnce sync.Once
-	fwd     http.RoundTripper
+	fwd     *http.Client
+	// deliveries are the git webhook's deliveries run, for replays.
+	deliveries deliveries
 	// clusterNames name the parts of a position (nil with one cluster).
 	clusterNames []string
 	// engines are the clusters' engines by name, nil with one cluster
@@ -199,7 +211,9 @@ func New(d Deps) *Server {
 		securityHeaders(),
 		bodyLimit(),
 		decodeParams,
+		s.proveForwardAnswer,
 		s.audit,
+		s.acceptForward,
 		s.session.Authenticate(),
 		SameOrigin(d.PublicURL),
 	)

@@ -7,6 +7,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
 // The git webhook's signature headers: GitHub signs the body as
@@ -17,7 +21,48 @@ const (
 	headerGiteaSignature  = "X-Gitea-Signature"
 	headerGitHubEvent     = "X-GitHub-Event"
 	headerGiteaEvent      = "X-Gitea-Event"
+	headerGitHubDelivery  = "X-GitHub-Delivery"
+	headerGiteaDelivery   = "X-Gitea-Delivery"
 )
+
+// maxDeliveryLen bounds a delivery id (GitHub's and Gitea's are UUIDs).
+const maxDeliveryLen = 128
+
+// webhookDelivery is the id the delivery names (Gitea's header first, as
+// for the event), "" when it names none or one longer than maxDeliveryLen.
+func webhookDelivery(h http.Header) string {
+	for _, k := range []string{headerGiteaDelivery, headerGitHubDelivery} {
+		if v := strings.TrimSpace(h.Get(k)); v != "" && len(v) <= maxDeliveryLen {
+			return v
+		}
+	}
+	return ""
+}
+
+// webhookReplayWindow is how long a delivery's id is remembered.
+const webhookReplayWindow = time.Hour
+
+// deliveries remembers the webhook deliveries this replica ran, by
+// cluster and id, for webhookReplayWindow (at most 4,096 of them).
+type deliveries struct {
+	mu   sync.Mutex
+	once sync.Once
+	lru  *expirable.LRU[string, time.Time]
+}
+
+// seen records the delivery id of cluster's engine as received at now,
+// and reports whether (and when) it was received before.
+func (d *deliveries) seen(cluster, id string, now time.Time) (time.Time, bool) {
+	d.once.Do(func() { d.lru = expirable.NewLRU[string, time.Time](4096, nil, webhookReplayWindow) })
+	key := cluster + "\x00" + id
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if at, ok := d.lru.Get(key); ok {
+		return at, true
+	}
+	d.lru.Add(key, now)
+	return time.Time{}, false
+}
 
 const signatureUsage = "send " + headerGitHubSignature + ": sha256=<hex> (GitHub) or " + headerGiteaSignature +
 	": <hex> (Gitea), the HMAC-SHA256 of the body with the configured secret"

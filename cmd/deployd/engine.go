@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -9,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hanzoai/deploy/auth"
+	"github.com/hanzoai/deploy/cluster"
 	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/handlers"
 	"github.com/hanzoai/deploy/projection"
@@ -193,6 +198,57 @@ func (env engineEnv) lease(getenv func(string) string, addr net.Addr) (*engine.L
 		l.URL = "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 	}
 	return &l, nil
+}
+
+// peeringFromEnv is how this replica forwards the engine's requests to
+// the one that leads, and accepts those forwarded to it: keyed by the
+// cookie key every replica shares, to the peers DEPLOY_PEERS lists (and
+// only to them). Without either, every forward is refused, and said so
+// here once.
+func peeringFromEnv(getenv func(string) string, cookieKey []byte, lease *engine.LeaseConfig, log *slog.Logger) (*auth.Peering, *auth.PeerSet, error) {
+	peers, err := auth.ParsePeers(getenv("DEPLOY_PEERS"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("DEPLOY_PEERS: %w", err)
+	}
+	peering, err := auth.NewPeering(cookieKey, lease.Identity, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case peering.Ready() != nil:
+		log.Warn("requests for the engine's leader that reach this replica are refused: set DEPLOY_COOKIE_KEY, the same on every replica")
+	case peers == nil:
+		log.Warn("requests for the engine's leader that reach this replica are refused: set DEPLOY_PEERS to the replicas' URLs (or a headless Service's)")
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if !peers.Admits(ctx, lease.URL) {
+			log.Warn("this replica's URL is not among DEPLOY_PEERS: the others will not forward to it while it leads",
+				"advertise", lease.URL, "peers", peers.String())
+		}
+	}
+	return peering, peers, nil
+}
+
+// clusterWebhookSecrets reads the webhook secret of each cluster's engine
+// whose entry names a file for it.
+func clusterWebhookSecrets(entries []cluster.Entry) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, e := range entries {
+		if e.Engine == nil || e.Engine.WebhookSecretFile == "" {
+			continue
+		}
+		b, err := os.ReadFile(e.Engine.WebhookSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("DEPLOY_CLUSTERS_FILE: cluster %s: engine.webhookSecretFile %s: cannot be read (%v)", e.Name, e.Engine.WebhookSecretFile, errReason(err))
+		}
+		secret := bytes.TrimSpace(b)
+		if len(secret) == 0 {
+			return nil, fmt.Errorf("DEPLOY_CLUSTERS_FILE: cluster %s: engine.webhookSecretFile %s is empty: put the hook's secret in it, or leave the field out", e.Name, e.Engine.WebhookSecretFile)
+		}
+		out[e.Name] = secret
+	}
+	return out, nil
 }
 
 // engineConfigError names the variable behind an engine configuration

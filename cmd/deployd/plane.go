@@ -52,6 +52,13 @@ type planeConfig struct {
 	// ClusterEngines are the other clusters' engines, by cluster name.
 	ClusterEngines      map[string]handlers.Engine
 	EngineWebhookSecret []byte
+	// ClusterWebhookSecrets are the other clusters' engines' own webhook
+	// secrets, by cluster name.
+	ClusterWebhookSecrets map[string][]byte
+	// Peering and Peers forward the engine's requests between replicas
+	// (handlers/leader.go); nil refuses every forward.
+	Peering *auth.Peering
+	Peers   *auth.PeerSet
 	// Metrics is the listener /metrics is served on; nil serves none.
 	Metrics net.Listener
 	// Pprof serves net/http/pprof's profiles under /debug/pprof/ on the
@@ -142,9 +149,12 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		Web:         web.Handler(),
 		Metrics:     p.metrics,
 
-		Engine:              cfg.Engine,
-		ClusterEngines:      cfg.ClusterEngines,
-		EngineWebhookSecret: cfg.EngineWebhookSecret,
+		Engine:                cfg.Engine,
+		ClusterEngines:        cfg.ClusterEngines,
+		EngineWebhookSecret:   cfg.EngineWebhookSecret,
+		ClusterWebhookSecrets: cfg.ClusterWebhookSecrets,
+		Peering:               cfg.Peering,
+		Peers:                 cfg.Peers,
 	}
 	if rs != nil {
 		deps.Releases, deps.ReleaseChanges = rs.Release, rs.Changes

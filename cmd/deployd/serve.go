@@ -39,6 +39,7 @@ import (
 //	                DEPLOY_GITHUB_TOKEN_FILE file holding the GitHub token (anonymous without)
 //	                DEPLOY_RELEASE_REFRESH   period of each repository's refresh (10m)
 //	                DEPLOY_ENGINE_*          the git → cluster engine (off; see engineFromEnv)
+//	                DEPLOY_PEERS             the replicas' base URLs, the only places the engine's requests are forwarded to
 //	                DEPLOY_PPROF             true: /debug/pprof/ on the metrics listener (false)
 //	                DEPLOYD_DRAIN_DELAY      on SIGTERM, how long to serve on once readiness fails (5s)
 //	                DEPLOYD_DRAIN_SPREAD     then, the window the streams are ended over (10s; see shutdown.go)
@@ -155,6 +156,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		closeAll()
 		return err
 	}
+	var peering *auth.Peering
+	var peers *auth.PeerSet
+	clusterSecrets := map[string][]byte{}
+	if lease != nil {
+		if peering, peers, err = peeringFromEnv(os.Getenv, authCfg.CookieKey, lease, log); err != nil {
+			closeAll()
+			return err
+		}
+		if clusterSecrets, err = clusterWebhookSecrets(others); err != nil {
+			closeAll()
+			return err
+		}
+	}
 	var eng handlers.Engine // nil, not a nil *engine.Engine, when disabled
 	if engEnv.Enabled {
 		if restCfg == nil {
@@ -182,6 +196,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ClusterName: firstName,
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, ClusterEngines: clusterEngines, EngineWebhookSecret: engEnv.WebhookSecret,
+		ClusterWebhookSecrets: clusterSecrets, Peering: peering, Peers: peers,
 		Drain: drain,
 	})
 	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}

@@ -85,7 +85,9 @@ func (e *pageEngine) PushEnabled() bool { return false }
 
 func (e *pageEngine) Instance() string { return "universe" }
 
-func (e *pageEngine) Leader() (string, bool, error) { return "", true, nil }
+func (e *pageEngine) Leader() (gitops.EngineLeader, bool, error) {
+	return gitops.EngineLeader{}, true, nil
+}
 
 func (e *pageEngine) Suspend(_ context.Context, by string) (gitops.EngineStatus, error) {
 	e.mu.Lock()
