@@ -72,23 +72,29 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 	}
 }
 
-// client is the API client of the flags: the server of --server, else
-// DEPLOYD_SERVER, else the last one signed in to; the token of --token,
-// else DEPLOYD_TOKEN, else the sign-in `deployd login` kept for the
-// server (refreshed when it has expired).
-func (f clientFlags) client(ctx context.Context) (*apiClient, error) {
-	server := strings.TrimSpace(*f.server)
+// serverOf is the server a command talks to: named (by --server or
+// DEPLOYD_SERVER), else the server of the last deployd login.
+func serverOf(named string) string {
+	server := strings.TrimSpace(named)
 	if server == "" {
 		if creds, err := loadCredentials(); err == nil {
 			server = creds.Current
 		}
 	}
+	return server
+}
+
+// client is the API client of the flags: the server of --server, else
+// DEPLOYD_SERVER, else the last one signed in to; the token of --token,
+// else DEPLOYD_TOKEN, else the sign-in `deployd login` kept for the
+// server (refreshed when it has expired).
+func (f clientFlags) client(ctx context.Context) (*apiClient, error) {
 	switch *f.output {
 	case "table", "wide", "json", "yaml":
 	default:
 		return nil, fmt.Errorf("-o must be table, wide, json or yaml, not %q", *f.output)
 	}
-	c, err := newAPIClient(server, *f.token)
+	c, err := newAPIClient(serverOf(*f.server), *f.token)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,10 @@ import (
 // $XDG_CONFIG_HOME/deployd/credentials.json (os.UserConfigDir), mode 0600
 // in a folder of mode 0700. Later commands to a server use its entry when
 // neither --token nor DEPLOYD_TOKEN is given, refreshing the ID token
-// (with the refresh token, at the identity provider) when it has expired.
+// (with the refresh token, at the identity provider) when it has expired,
+// and only while the server's settings still name the identity provider
+// the entry came from. `deployd login` replaces a server's entry without
+// reading it.
 
 // credentialsFile is the file's name in the config folder.
 const credentialsFile = "credentials.json"
@@ -111,7 +114,9 @@ func (c *credentials) save() error {
 }
 
 // storedToken is the ID token kept for server, refreshed (and saved) when
-// it expires within refreshBefore; "" when there is no sign-in for it.
+// it expires within refreshBefore; "" when there is no sign-in for it. A
+// refresh first asks the server which issuer it signs in with, and sends
+// the refresh token only when that is the entry's.
 func storedToken(ctx context.Context, server string, hc *http.Client) (string, error) {
 	c, err := loadCredentials()
 	if err != nil {
@@ -127,6 +132,18 @@ func storedToken(ctx context.Context, server string, hc *http.Client) (string, e
 	again := fmt.Sprintf("run deployd login --server %s", server)
 	if sc.RefreshToken == "" {
 		return "", failed("your sign-in to %s expired at %s and cannot be refreshed: %s", server, sc.Expiry.Local().Format(time.RFC3339), again)
+	}
+	// The refresh token goes only to the identity provider the server
+	// names now: one the server has left may no longer be trusted with it.
+	now, err := (&apiClient{server: server, http: hc}).signInSettings(ctx)
+	if err != nil {
+		return "", failed("refresh the sign-in to %s: %v", server, err)
+	}
+	if now.Issuer == "" {
+		return "", failed("your sign-in to %s expired, and the server names no identity provider now to refresh it at: %s, or pass a token with --token or DEPLOYD_TOKEN", server, again)
+	}
+	if now.Issuer != sc.Issuer {
+		return "", failed("your sign-in to %s expired; it came from the identity provider %s, but the server signs in with %s now, so it is not refreshed: %s", server, sc.Issuer, now.Issuer, again)
 	}
 	ctx = oidc.ClientContext(ctx, hc)
 	provider, err := oidc.NewProvider(ctx, sc.Issuer)

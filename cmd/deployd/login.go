@@ -31,9 +31,11 @@ does: OpenID Connect authorization code with PKCE, the code received on a
 loopback address (127.0.0.1, any free port). The server advertises what
 this needs (issuer, the CLI's client id, the loopback redirect) in
 /api/v1/settings. The tokens are kept in $XDG_CONFIG_HOME/deployd/%s
-(mode 0600); later commands to that server use them, refreshed when they
-expire, and the server becomes the default for commands without --server.
---token or DEPLOYD_TOKEN, when given, take precedence (CI).
+(mode 0600), replacing any kept for that server; later commands to it use
+them, refreshed when they expire (at the identity provider the server
+names, only while it names the one they came from), and the server
+becomes the default for commands without --server. --token or
+DEPLOYD_TOKEN, when given, take precedence (CI).
 
 flags:
 `
@@ -65,23 +67,17 @@ func runLogin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *timeout <= 0 {
 		return fmt.Errorf("--timeout %v: want a positive duration like 5m", *timeout)
 	}
-	c, err := (clientFlags{server: server, token: new(string), output: new("json")}).client(ctx)
+	// Login replaces the server's sign-in: it neither reads nor refreshes
+	// the tokens kept for it (they may have expired, or come from an
+	// identity provider the server no longer names).
+	c, err := newAPIClient(serverOf(*server), "")
 	if err != nil {
 		return err
 	}
-	var settings struct {
-		OIDCConfig struct {
-			Issuer         string   `json:"issuer"`
-			ClientID       string   `json:"clientID"`
-			CLIClientID    string   `json:"cliClientID"`
-			CLIRedirectURI string   `json:"cliRedirectURI"`
-			Scopes         []string `json:"scopes"`
-		} `json:"oidcConfig"`
-	}
-	if _, err := c.call(ctx, http.MethodGet, "/api/v1/settings", nil, &settings); err != nil {
+	oc, err := c.signInSettings(ctx)
+	if err != nil {
 		return err
 	}
-	oc := settings.OIDCConfig
 	if oc.Issuer == "" {
 		return failed("%s has no sign-in configured (it names no identity provider): pass a token with --token or DEPLOYD_TOKEN", c.server)
 	}
@@ -225,6 +221,30 @@ func runLogin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "Signed in to %s as %s (%s).\n", c.server, who.Username, role)
 	return nil
+}
+
+// serverSignIn is the sign-in a server announces in GET /api/v1/settings
+// (Argo CD's oidcConfig): its identity provider, its client and the
+// CLI's, the CLI's loopback redirect and the scopes. Issuer is empty when
+// the server has no sign-in.
+type serverSignIn struct {
+	Issuer         string   `json:"issuer"`
+	ClientID       string   `json:"clientID"`
+	CLIClientID    string   `json:"cliClientID"`
+	CLIRedirectURI string   `json:"cliRedirectURI"`
+	Scopes         []string `json:"scopes"`
+}
+
+// signInSettings asks the server for its sign-in, without a token.
+func (c *apiClient) signInSettings(ctx context.Context) (serverSignIn, error) {
+	var settings struct {
+		OIDCConfig serverSignIn `json:"oidcConfig"`
+	}
+	anonymous := &apiClient{server: c.server, http: c.http}
+	if _, err := anonymous.call(ctx, http.MethodGet, "/api/v1/settings", nil, &settings); err != nil {
+		return serverSignIn{}, err
+	}
+	return settings.OIDCConfig, nil
 }
 
 const logoutUsage = `usage: deployd logout [--server URL]
