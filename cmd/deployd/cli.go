@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/gitops"
 	"sigs.k8s.io/yaml"
 )
@@ -62,14 +63,34 @@ type apiClient struct {
 // clientFlags are the flags every API command takes.
 type clientFlags struct {
 	server, token, output *string
+	insecureHTTP          *bool
 }
 
 func addClientFlags(fs *flag.FlagSet) clientFlags {
 	return clientFlags{
-		server: fs.String("server", os.Getenv("DEPLOYD_SERVER"), "deployd server URL, e.g. http://127.0.0.1:8080 (env DEPLOYD_SERVER)"),
-		token:  fs.String("token", os.Getenv("DEPLOYD_TOKEN"), "bearer token (env DEPLOYD_TOKEN)"),
-		output: fs.String("o", "table", "output: table, wide, json or yaml"),
+		server:       fs.String("server", os.Getenv("DEPLOYD_SERVER"), "deployd server URL, e.g. http://127.0.0.1:8080 (env DEPLOYD_SERVER)"),
+		token:        fs.String("token", os.Getenv("DEPLOYD_TOKEN"), "bearer token (env DEPLOYD_TOKEN)"),
+		output:       fs.String("o", "table", "output: table, wide, json or yaml"),
+		insecureHTTP: addInsecureHTTPFlag(fs),
 	}
+}
+
+// addInsecureHTTPFlag adds --insecure-http, which every command that
+// sends or receives a token takes.
+func addInsecureHTTPFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("insecure-http", false, "allow an http:// --server that is not loopback (localhost, 127.0.0.0/8, ::1): tokens then cross the network in cleartext")
+}
+
+// refuseCleartext is the error for a server URL over which a token would
+// cross the network in cleartext: http:// to a host that is not a
+// loopback name or address (localhost, 127.0.0.0/8, ::1), unless insecure
+// (--insecure-http) allows it. It is nil for https:// and for loopback.
+func refuseCleartext(server string, insecure bool) error {
+	u, err := url.Parse(server)
+	if err != nil || insecure || u.Scheme != "http" || auth.IsLoopbackHost(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("--server %s is plain http to a host that is not loopback, where a token crosses the network in cleartext: use https://, or pass --insecure-http to send the token in cleartext", server)
 }
 
 // serverOf is the server a command talks to: named (by --server or
@@ -87,7 +108,8 @@ func serverOf(named string) string {
 // client is the API client of the flags: the server of --server, else
 // DEPLOYD_SERVER, else the last one signed in to; the token of --token,
 // else DEPLOYD_TOKEN, else the sign-in `deployd login` kept for the
-// server (refreshed when it has expired).
+// server (refreshed when it has expired). A plain http server that is
+// not loopback is refused without --insecure-http, before any request.
 func (f clientFlags) client(ctx context.Context) (*apiClient, error) {
 	switch *f.output {
 	case "table", "wide", "json", "yaml":
@@ -96,6 +118,9 @@ func (f clientFlags) client(ctx context.Context) (*apiClient, error) {
 	}
 	c, err := newAPIClient(serverOf(*f.server), *f.token)
 	if err != nil {
+		return nil, err
+	}
+	if err := refuseCleartext(c.server, *f.insecureHTTP); err != nil {
 		return nil, err
 	}
 	if c.token == "" {
@@ -252,7 +277,9 @@ commands:
 
 Every command takes --server (env DEPLOYD_SERVER; default: the server of
 the last deployd login), --token (env DEPLOYD_TOKEN; default: the sign-in
-deployd login kept) and -o table|wide|json|yaml. Run "deployd app <command> -h".
+deployd login kept), --insecure-http (allow an http:// server that is not
+loopback, the token sent in cleartext) and -o table|wide|json|yaml.
+Run "deployd app <command> -h".
 
 example:
   deployd login --server http://127.0.0.1:8080
@@ -708,7 +735,9 @@ commands:
 Every command takes --cluster (with several clusters, the cluster whose
 engine it means; default: the first's), --server (env DEPLOYD_SERVER;
 default: the server of the last deployd login), --token (env DEPLOYD_TOKEN;
-default: the sign-in deployd login kept) and -o table|json|yaml.
+default: the sign-in deployd login kept), --insecure-http (allow an http://
+server that is not loopback, the token sent in cleartext) and
+-o table|json|yaml.
 
 example:
   deployd engine reconcile --dry-run

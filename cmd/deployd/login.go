@@ -24,7 +24,7 @@ import (
 	"github.com/hanzoai/deploy/auth"
 )
 
-const loginUsage = `usage: deployd login --server URL [--no-browser] [--timeout 5m]
+const loginUsage = `usage: deployd login --server URL [--no-browser] [--timeout 5m] [--insecure-http]
 
 Signs in to a deployd server through its identity provider, as the page
 does: OpenID Connect authorization code with PKCE, the code received on a
@@ -35,7 +35,8 @@ this needs (issuer, the CLI's client id, the loopback redirect) in
 them, refreshed when they expire (at the identity provider the server
 names, only while it names the one they came from), and the server
 becomes the default for commands without --server. --token or
-DEPLOYD_TOKEN, when given, take precedence (CI).
+DEPLOYD_TOKEN, when given, take precedence (CI). A plain http:// server
+is refused unless it is loopback or --insecure-http is given.
 
 flags:
 `
@@ -53,6 +54,7 @@ func runLogin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	server := fs.String("server", os.Getenv("DEPLOYD_SERVER"), "deployd server URL, e.g. http://127.0.0.1:8080 (env DEPLOYD_SERVER)")
 	noBrowser := fs.Bool("no-browser", false, "print the sign-in URL instead of opening a browser")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the sign-in in the browser")
+	insecureHTTP := addInsecureHTTPFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, loginUsage, credentialsFile)
 		fs.PrintDefaults()
@@ -72,6 +74,9 @@ func runLogin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// identity provider the server no longer names).
 	c, err := newAPIClient(serverOf(*server), "")
 	if err != nil {
+		return err
+	}
+	if err := refuseCleartext(c.server, *insecureHTTP); err != nil {
 		return err
 	}
 	oc, err := c.signInSettings(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -204,5 +205,111 @@ func TestRefreshRefusesAnotherIssuer(t *testing.T) {
 				t.Errorf("the old issuer heard %v, want nothing", heard)
 			}
 		})
+	}
+}
+
+// TestRefuseCleartext: the servers a token may go to over plain http.
+func TestRefuseCleartext(t *testing.T) {
+	for _, c := range []struct {
+		server   string
+		insecure bool
+		refused  bool
+	}{
+		{"http://127.0.0.1:8080", false, false},
+		{"http://127.4.5.6", false, false},
+		{"http://localhost:8080", false, false},
+		{"http://LOCALHOST", false, false},
+		{"http://[::1]:8080", false, false},
+		{"https://deploy.example.com", false, false},
+		{"https://10.0.0.1", false, false},
+		{"http://example.test", false, true},
+		{"http://deploy.example.com:8080", false, true},
+		{"http://10.0.0.1:8080", false, true},
+		{"http://0.0.0.0:8080", false, true},
+		{"http://localhost.example.com", false, true},
+		{"http://[2001:db8::1]:8080", false, true},
+		{"http://example.test", true, false},
+	} {
+		err := refuseCleartext(c.server, c.insecure)
+		if (err != nil) != c.refused {
+			t.Errorf("refuseCleartext(%q, insecure %v) = %v, want refused %v", c.server, c.insecure, err, c.refused)
+		}
+	}
+}
+
+// TestInsecureHTTPRefused: every command that sends or receives a token
+// refuses a plain http server that is not loopback before any request,
+// unless --insecure-http is given. The server here is reached as
+// http://0.0.0.0:port (not a loopback address, yet this machine's own),
+// so a request sent would reach its listener.
+func TestInsecureHTTPRefused(t *testing.T) {
+	const want = "use https://, or pass --insecure-http to send the token in cleartext"
+	var mu sync.Mutex
+	var reached []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached = append(reached, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api/v1/applications":
+			_, _ = io.WriteString(w, `{"items":[]}`)
+		case "/api/v1/settings":
+			_, _ = io.WriteString(w, `{"oidcConfig":{}}`)
+		default:
+			_, _ = io.WriteString(w, `{"engine":{"enabled":false}}`)
+		}
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	remote := "http://0.0.0.0:" + port
+	take := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		r := reached
+		reached = nil
+		return r
+	}
+
+	isolatedConfig(t)
+	// With --insecure-http the request goes: the listener is reachable.
+	if msg, code := cliRun(t, "app", "list", "--server", remote, "--token", "t", "--insecure-http"); code != 0 || len(take()) == 0 {
+		t.Skipf("%s does not reach this machine's listener here (exit %d: %s)", remote, code, msg)
+	}
+
+	for _, args := range [][]string{
+		{"app", "list", "--server", remote, "--token", "t"},
+		{"app", "get", "billing", "--server", remote, "--token", "t"},
+		{"engine", "status", "--server", remote, "--token", "t"},
+		{"login", "--server", remote, "--no-browser", "--timeout", "5s"},
+		{"app", "list", "--server", "http://example.test", "--token", "t"},
+		{"login", "--server", "http://example.test"},
+	} {
+		msg, code := cliRun(t, args...)
+		if code == 0 || !strings.Contains(msg, want) {
+			t.Errorf("%v: exit %d: %s\nwant a refusal saying %q", args, code, msg, want)
+		}
+		if r := take(); len(r) > 0 {
+			t.Errorf("%v: the server heard %v, want nothing", args, r)
+		}
+	}
+
+	// A kept sign-in for that server, used without --server or --token.
+	creds := &credentials{Current: remote, Servers: map[string]*serverCredentials{remote: {
+		Issuer: "https://id.example.com", ClientID: "cli", IDToken: "kept", Expiry: time.Now().Add(time.Hour)}}}
+	if err := creds.save(); err != nil {
+		t.Fatal(err)
+	}
+	if msg, code := cliRun(t, "app", "list"); code == 0 || !strings.Contains(msg, want) {
+		t.Errorf("app list with a kept sign-in for %s: exit %d: %s", remote, code, msg)
+	}
+	if r := take(); len(r) > 0 {
+		t.Errorf("app list with a kept sign-in: the server heard %v, want nothing", r)
+	}
+	if msg, code := cliRun(t, "app", "list", "--insecure-http"); code != 0 {
+		t.Errorf("app list --insecure-http with a kept sign-in: exit %d: %s", code, msg)
+	}
+	if r := take(); len(r) == 0 {
+		t.Error("app list --insecure-http sent nothing")
 	}
 }
