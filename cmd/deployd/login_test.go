@@ -281,6 +281,7 @@ func TestInsecureHTTPRefused(t *testing.T) {
 		{"app", "list", "--server", remote, "--token", "t"},
 		{"app", "get", "billing", "--server", remote, "--token", "t"},
 		{"engine", "status", "--server", remote, "--token", "t"},
+		{"watch", "--summary", "--server", remote, "--token", "t"},
 		{"login", "--server", remote, "--no-browser", "--timeout", "5s"},
 		{"app", "list", "--server", "http://example.test", "--token", "t"},
 		{"login", "--server", "http://example.test"},

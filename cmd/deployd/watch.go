@@ -45,17 +45,16 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	project := fs.String("project", "", "only applications of these projects (comma-separated)")
 	selector := fs.String("selector", "", "label selector over hanzo.ai/instance, hanzo.ai/env and hanzo.ai/org, e.g. hanzo.ai/env=main")
 	summary := fs.Bool("summary", false, "print the number of applications by health and by sync once, then exit")
+	insecure := addInsecureHTTPFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("watch: unexpected argument %q; filters are flags (--name, --project, --selector)", fs.Arg(0))
 	}
-	srv := strings.TrimSpace(*server)
-	if srv == "" { // the server of the last deployd login
-		if creds, err := loadCredentials(); err == nil {
-			srv = creds.Current
-		}
+	srv := serverOf(*server)
+	if err := refuseCleartext(srv, *insecure); err != nil {
+		return err
 	}
 	streamURL, err := watchURL(srv, *name, *project, *selector)
 	if err != nil {
