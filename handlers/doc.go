@@ -53,8 +53,11 @@
 //     deployd reads: no query reaches a Secret or another app's object.
 //   - The engine runs on one replica (the holder of its Lease). Reconcile,
 //     the git webhook, suspend and resume, and a managed App's rollback or
-//     release that reach another replica are forwarded to it unchanged, once
+//     release that reach another replica are forwarded to it, once
 //     (leader.go): its answer is the answer. The forwarding replica has
-//     checked the caller first; the leader checks again. An App is managed
-//     when it carries the engine's tracking label.
+//     checked the caller (the webhook's signature) first; the forward goes
+//     only to a peer (Deps.Peers), carries no credential of the caller but
+//     a signed assertion of who the caller is, and the leader checks the
+//     assertion and then the caller again. An App is managed when it
+//     carries the engine's tracking label.
 package handlers
