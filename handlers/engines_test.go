@@ -2,6 +2,9 @@ package handlers
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -198,5 +201,43 @@ func TestEngineOfEachCluster(t *testing.T) {
 	r = env.post(t, "/v1/deploy/iam/rollback?namespace=hanzo.qa", root, `{"tag":"v1.1.0"}`)
 	if len(stagingGit.tagWrites()) != n || len(firstGit.tagWrites()) != 1 || strings.Contains(r.body, `"commit"`) {
 		t.Errorf("rollback of qa's iam: %d %s", r.code, r.body)
+	}
+}
+
+// TestWebhookSecretOfEachCluster: a cluster's engine whose entry has a
+// webhook secret of its own takes only that one; the others take
+// DEPLOY_ENGINE_WEBHOOK_SECRET.
+func TestWebhookSecretOfEachCluster(t *testing.T) {
+	first, staging := newEngineFake(), newEngineFake()
+	cfg := testProjectionConfig()
+	cfg.Clusters = []projection.ClusterRef{{Name: "staging", Server: "https://staging.example:6443", Namespaces: cfg.Namespaces}}
+	env := newServerEnvWith(t, func(d *Deps) {
+		d.Projection, d.Snapshots = cfg, storeOf(t, cfg)
+		d.Engine, d.ClusterEngines = first, map[string]Engine{"staging": staging}
+		d.EngineWebhookSecret = []byte(testWebhookSecret)
+		d.ClusterWebhookSecrets = map[string][]byte{"staging": []byte("staging-secret")}
+	})
+	push := `{"ref":"refs/heads/main"}`
+	mac := hmac.New(sha256.New, []byte("staging-secret"))
+	mac.Write([]byte(push))
+	stagingSig := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	for _, tc := range []struct {
+		path, sig string
+		code      int
+	}{
+		{webhookPath + "?cluster=staging", stagingSig, http.StatusAccepted},
+		{webhookPath + "?cluster=staging", githubSignature(push), http.StatusUnauthorized},
+		{webhookPath, githubSignature(push), http.StatusAccepted},
+		{webhookPath, stagingSig, http.StatusUnauthorized},
+	} {
+		if r := env.post(t, tc.path, "", push, "X-Hub-Signature-256", tc.sig, "X-GitHub-Event", "push"); r.code != tc.code {
+			t.Errorf("POST %s: %d %s, want %d", tc.path, r.code, r.body, tc.code)
+		}
+	}
+	if _, trig := staging.calls(); len(trig) != 1 {
+		t.Errorf("staging's engine was triggered %d times, want once", len(trig))
+	}
+	if _, trig := first.calls(); len(trig) != 1 {
+		t.Errorf("the first cluster's engine was triggered %d times, want once", len(trig))
 	}
 }

@@ -87,21 +87,35 @@ type deployd struct {
 	env        []string
 	extraEnv   []string // the env given to startDeployd
 	addr, Base string
-	log        *processLog // stdout and stderr of every run, for panics and 5xx lines
-	cmd        *exec.Cmd
-	exited     chan struct{}
+	// Peer is where the other replicas reach it (its
+	// DEPLOYD_ADVERTISE_URL), "" when it is Base.
+	Peer   string
+	log    *processLog // stdout and stderr of every run, for panics and 5xx lines
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // startDeployd runs `deployd serve` against kubeconfig with the identity
 // provider id, plus env (KEY=value), and waits until it is ready.
 func startDeployd(tb testing.TB, bin, kubeconfig string, id *identity, env ...string) *deployd {
 	tb.Helper()
+	return startDeploydAt(tb, freeAddr(tb), bin, kubeconfig, id, env...)
+}
+
+// freeAddr is a loopback address no one listens on now.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startDeploydAt is startDeployd serving on addr.
+func startDeploydAt(tb testing.TB, addr, bin, kubeconfig string, id *identity, env ...string) *deployd {
+	tb.Helper()
 	d := &deployd{tb: tb, bin: bin, kcfg: kubeconfig, addr: addr, Base: "http://" + addr, log: newProcessLog(tb)}
 	// LOG_LEVEL is deployd's default, info: every request writes its
 	// access line, as in production.

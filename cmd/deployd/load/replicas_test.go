@@ -1,13 +1,17 @@
 package load
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/engine/enginetest"
@@ -72,8 +78,24 @@ func newReplicaSet(tb testing.TB, lease time.Duration) *replicaSet {
 		files[fmt.Sprintf("crs/rep-%d.yaml", i)] = replicaApp(i, "v1.0.0")
 	}
 	repo.Commit(tb, "the fleet", files)
-	return &replicaSet{tb: tb, c: c, bin: buildDeployd(tb), id: startIdentity(tb), repo: repo, lease: lease}
+	rs := &replicaSet{tb: tb, c: c, bin: buildDeployd(tb), id: startIdentity(tb), repo: repo, lease: lease}
+	var peers []string
+	for range replicaSlots {
+		tap := newPeerTap(tb)
+		rs.taps = append(rs.taps, tap)
+		peers = append(peers, tap.URL)
+	}
+	rs.peers = strings.Join(peers, ",")
+	return rs
 }
+
+// replicaSlots is how many replicas a replica set starts at most: each
+// has its place among the peers from the start.
+const replicaSlots = 16
+
+// replicaCookieKey is the key the replicas share (DEPLOY_COOKIE_KEY): it
+// seals their sessions and signs their forwards.
+const replicaCookieKey = "3f1c5a7e9b2d4f6081a3c5e7092b4d6f8a1c3e5f7092b4d6e8a0c2e4f6081a3c"
 
 type replicaSet struct {
 	tb    testing.TB
@@ -83,16 +105,28 @@ type replicaSet struct {
 	repo  *enginetest.Repo
 	lease time.Duration // replicaLease when zero
 	n     int           // replicas started so far (names their cache folders)
+	// taps are the replicas' places as their peers reach them, one per
+	// replica started, in order: a relay of the test's that keeps what
+	// each forward carried; peers lists them all (DEPLOY_PEERS).
+	taps  []*peerTap
+	peers string
 }
 
 func (rs *replicaSet) start(extra ...string) *deployd {
 	rs.tb.Helper()
 	rs.n++
+	if rs.n > len(rs.taps) {
+		rs.tb.Fatalf("a replica set starts at most %d replicas", len(rs.taps))
+	}
+	tap := rs.taps[rs.n-1]
+	addr := freeAddr(rs.tb)
+	tap.relayTo(addr)
 	lease := rs.lease
 	if lease == 0 {
 		lease = replicaLease
 	}
 	env := append([]string{
+		"DEPLOY_COOKIE_KEY=" + replicaCookieKey, "DEPLOY_PEERS=" + rs.peers, "DEPLOYD_ADVERTISE_URL=" + tap.URL,
 		"LOG_LEVEL=info",
 		"DEPLOY_ENGINE_ENABLED=true", "DEPLOY_ENGINE_REPO=" + rs.repo.URL, "DEPLOY_ENGINE_PATH=crs",
 		"DEPLOY_ENGINE_INTERVAL=" + replicaInterval.String(), "DEPLOY_ENGINE_PRUNE=true",
@@ -101,7 +135,101 @@ func (rs *replicaSet) start(extra ...string) *deployd {
 		"DEPLOY_ENGINE_WEBHOOK_SECRET=" + webhookSecret,
 		"DEPLOY_ENGINE_CACHE_DIR=" + filepath.Join(rs.tb.TempDir(), fmt.Sprintf("cache-%d", rs.n)),
 	}, extra...)
-	return startDeployd(rs.tb, rs.bin, rs.c.Kubeconfig, rs.id, env...)
+	d := startDeploydAt(rs.tb, addr, rs.bin, rs.c.Kubeconfig, rs.id, env...)
+	d.Peer = tap.URL
+	return d
+}
+
+// wire is every byte the replicas' peers sent them.
+func (rs *replicaSet) wire() string {
+	var b strings.Builder
+	for _, t := range rs.taps {
+		b.WriteString(t.String())
+	}
+	return b.String()
+}
+
+// peerTap is a TCP relay in front of one replica, where its peers reach
+// it: it keeps every byte sent through it.
+type peerTap struct {
+	URL string
+	mu  sync.Mutex
+	to  string
+	buf bytes.Buffer
+}
+
+func newPeerTap(tb testing.TB) *peerTap {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t := &peerTap{URL: "http://" + ln.Addr().String()}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go t.relay(in)
+		}
+	}()
+	return t
+}
+
+func (t *peerTap) relayTo(addr string) {
+	t.mu.Lock()
+	t.to = addr
+	t.mu.Unlock()
+}
+
+func (t *peerTap) relay(in net.Conn) {
+	defer in.Close()
+	t.mu.Lock()
+	to := t.to
+	t.mu.Unlock()
+	out, err := net.DialTimeout("tcp", to, time.Second)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	go func() { _, _ = io.Copy(in, out); in.Close() }()
+	_, _ = io.Copy(out, io.TeeReader(in, t))
+}
+
+func (t *peerTap) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.Write(b)
+}
+
+func (t *peerTap) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}
+
+// requests are the requests sent through the tap, parsed.
+func (t *peerTap) requests(tb testing.TB) []sentRequest {
+	tb.Helper()
+	var out []sentRequest
+	r := bufio.NewReader(strings.NewReader(t.String()))
+	for {
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			return out
+		}
+		body, _ := io.ReadAll(req.Body)
+		out = append(out, sentRequest{method: req.Method, target: req.RequestURI, header: req.Header, body: body})
+	}
+}
+
+// sentRequest is one request as a tap saw it.
+type sentRequest struct {
+	method, target string
+	header         http.Header
+	body           []byte
 }
 
 // leaderRecord is the leader as the engine's state ConfigMap records it.
@@ -134,7 +262,7 @@ func (rs *replicaSet) leader(ds []*deployd, within time.Duration) *deployd {
 	rs.c.WaitFor(rs.tb, within, func() (bool, error) {
 		u := rs.leaderURL()
 		for _, d := range ds {
-			if d.Base == u {
+			if d.Peer == u || d.Base == u {
 				found = d
 				return true, nil
 			}
@@ -367,6 +495,54 @@ func TestEngineReplicas(t *testing.T) {
 		}
 	})
 
+	t.Run("forwards go to peers, carry no credential, and are carried out once", func(t *testing.T) {
+		checkForwards(t, rs, ds, lead, admin)
+	})
+
+	t.Run("a leader published outside the peers is refused", func(t *testing.T) {
+		checkOutsideLeader(t, rs, ds, lead, admin)
+	})
+
+	t.Run("a delivery sent to every replica runs once", func(t *testing.T) {
+		proxy := newRRProxy(t, ds...)
+		proxy.waitReady(t, 10*time.Second)
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		payload := []byte(`{"ref":"refs/heads/main","after":"` + repo.Head(t) + `"}`)
+		mac := hmac.New(sha256.New, []byte(webhookSecret))
+		mac.Write(payload)
+		ran := strings.Count(lead.log.String(), `"trigger":"webhook"`)
+		codes := map[int]int{}
+		for range 2 * len(ds) {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, proxy.Base+"/v1/deploy/webhook/git", bytes.NewReader(payload))
+			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+			req.Header.Set("X-GitHub-Event", "push")
+			req.Header.Set("X-GitHub-Delivery", "5e1d2c3b-delivery-once")
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			codes[resp.StatusCode]++
+			if resp.StatusCode == http.StatusOK && !strings.Contains(string(b), `"duplicate":true`) {
+				t.Errorf("a redelivery's answer: %s", b)
+			}
+		}
+		if codes[http.StatusAccepted] != 1 || codes[http.StatusOK] != 2*len(ds)-1 {
+			t.Errorf("answers to one delivery sent %d times: %v, want one 202 and the rest 200", 2*len(ds), codes)
+		}
+		if spread := proxy.spread(); slices.Contains(spread, 0) {
+			t.Errorf("the proxy did not reach every replica: %v", spread)
+		}
+		c.WaitFor(t, 10*time.Second, func() (bool, error) {
+			return strings.Count(lead.log.String(), `"trigger":"webhook"`) > ran, nil
+		})
+		time.Sleep(replicaInterval)
+		if n := strings.Count(lead.log.String(), `"trigger":"webhook"`) - ran; n != 1 {
+			t.Errorf("the leader ran %d runs for one delivery sent %d times, want one", n, 2*len(ds))
+		}
+	})
+
 	t.Run("a suspension made through any replica holds on every one", func(t *testing.T) {
 		follower := ds[0]
 		if follower == lead {
@@ -557,6 +733,178 @@ func TestEngineReplicas(t *testing.T) {
 			t.Fatalf("rollback with push off: %d %s, want 409", resp.StatusCode, body)
 		}
 	})
+}
+
+// checkForwards: the forwards made so far reached the leader with no
+// credential of the caller on the wire, and the leader audited them as
+// the caller's; a forward replayed from the wire, one signed with another
+// key, a stale one and one with no assertion are refused by the leader and
+// run nothing.
+func checkForwards(t *testing.T, rs *replicaSet, ds []*deployd, lead *deployd, admin string) {
+	wire := rs.wire()
+	if !strings.Contains(wire, "X-Deployd-Forward: v1.") {
+		t.Fatalf("no forward was seen on the wire")
+	}
+	for _, secret := range []string{admin, "Bearer ", "Authorization:", "Cookie:"} {
+		if strings.Contains(wire, secret) {
+			t.Errorf("a forward carried %q on the wire", strings.TrimSpace(secret[:min(len(secret), 12)]))
+		}
+	}
+	audited := false
+	for _, line := range strings.Split(lead.log.String(), "\n") {
+		if strings.Contains(line, `"msg":"audit"`) && strings.Contains(line, `"route":"/v1/deploy/reconcile"`) && strings.Contains(line, `"forwardedBy":"`) {
+			audited = true
+			if !strings.Contains(line, `"user":"root"`) || !strings.Contains(line, `"status":200`) {
+				t.Errorf("the leader's audit line of a forwarded reconcile: %s", line)
+			}
+		}
+	}
+	if !audited {
+		t.Errorf("the leader wrote no audit line of a forwarded reconcile:\n%s", tail(lead.log.String(), 10))
+	}
+
+	// A dry run forwarded now, to replay from the wire within its window.
+	const target = "/v1/deploy/reconcile?dryRun=true"
+	var follower *deployd
+	for _, d := range ds {
+		if d != lead {
+			follower = d
+		}
+	}
+	if resp, body := post(t, follower.Base+target, admin, nil, ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a dry run on a follower: %d %s", resp.StatusCode, body)
+	}
+	var sent *sentRequest
+	for _, tap := range rs.taps {
+		for _, r := range tap.requests(t) {
+			if r.method == http.MethodPost && r.target == target {
+				sent = &r
+			}
+		}
+	}
+	if sent == nil {
+		t.Fatalf("the forwarded dry run is not on the wire")
+	}
+	key, err := auth.ParseCookieKey(replicaCookieKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, _ := auth.NewPeering(key, "a-replica", nil)
+	other, _ := auth.NewPeering(bytes.Repeat([]byte{1}, 32), "a-replica", nil)
+	root := &auth.Principal{Subject: "u-root", Username: "root", Org: "admin", SuperAdmin: true, Expiry: time.Now().Add(time.Hour)}
+	to := rs.leaderIdentity()
+	bad, _, _ := other.Sign(to, http.MethodPost, target, nil, root)
+	stale := peer.SignForward(auth.Forward{From: "a-replica", To: to, Method: http.MethodPost, Target: target, BodySHA256: auth.BodyDigest(nil),
+		IssuedAt: time.Now().Add(-2 * time.Minute).UnixMilli(), Nonce: "stale-nonce", Principal: auth.ForwardOf(root)})
+	dryRuns := func() (n int) {
+		for _, line := range strings.Split(lead.log.String(), "\n") {
+			if strings.Contains(line, `"msg":"engine run"`) && strings.Contains(line, `"trigger":"request"`) && strings.Contains(line, `"dryRun":true`) {
+				n++
+			}
+		}
+		return n
+	}
+	runs := dryRuns()
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		why    string
+	}{
+		{"replayed from the wire", sent.header, "already used"},
+		{"signed with another key", http.Header{"X-Deployd-Forward": {bad}}, "signature does not verify"},
+		{"stale", http.Header{"X-Deployd-Forward": {stale}}, "more than 30s"},
+		{"no assertion", http.Header{"X-Deployd-Forwarded-By": {"a-replica"}}, "not of this deployd's form"},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, lead.Base+target, bytes.NewReader(sent.body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range tc.header {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), tc.why) {
+			t.Errorf("a forward %s: %d %s, want 401 saying %q", tc.name, resp.StatusCode, b, tc.why)
+		}
+	}
+	if n := dryRuns(); n != runs {
+		t.Errorf("refused forwards ran the engine %d times", n-runs)
+	}
+}
+
+// checkOutsideLeader: with the engine's state ConfigMap rewritten (by
+// whoever may update it) to name an outside listener as the leader's URL,
+// a follower refuses to forward (503, the reason) and nothing reaches the
+// listener. The test keeps rewriting it, as an attacker would, while the
+// leader's runs put its own URL back.
+func checkOutsideLeader(t *testing.T, rs *replicaSet, ds []*deployd, lead *deployd, admin string) {
+	var follower *deployd
+	for _, d := range ds {
+		if d != lead {
+			follower = d
+			break
+		}
+	}
+	var reached atomic.Int64
+	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer outside.Close()
+	cms := rs.c.Clientset().CoreV1().ConfigMaps(leaseNamespace)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			cm, err := cms.Get(t.Context(), engine.LeaseName("universe"), metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			var st map[string]any
+			if json.Unmarshal([]byte(cm.Data["status.json"]), &st) != nil {
+				continue
+			}
+			l, _ := st["leader"].(map[string]any)
+			if l == nil || l["url"] == outside.URL {
+				continue
+			}
+			l["url"] = outside.URL
+			b, _ := json.Marshal(st)
+			cm.Data["status.json"] = string(b)
+			_, _ = cms.Update(t.Context(), cm, metav1.UpdateOptions{})
+		}
+	}()
+	refused := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for refused < 3 && time.Now().Before(deadline) {
+		resp, body := post(t, follower.Base+"/v1/deploy/reconcile?dryRun=true", admin, nil, "")
+		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "not one of this deployd's peers") {
+			refused++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stop)
+	<-done
+	if refused < 3 {
+		t.Errorf("the follower refused %d forwards to a leader published outside the peers, want 3", refused)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d requests reached the outside listener", n)
+	}
+	if !strings.Contains(follower.log.String(), "its published URL is not a peer") {
+		t.Errorf("the follower did not log the refusal:\n%s", tail(follower.log.String(), 5))
+	}
+	// The leader's next run publishes its own URL again.
+	rs.c.WaitFor(t, 3*replicaInterval+5*time.Second, func() (bool, error) { return rs.leaderURL() == lead.Peer, nil })
 }
 
 // gitOut runs git in dir (after fetching origin) and answers its output.
