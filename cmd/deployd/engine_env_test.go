@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/deploy/cluster"
+	"github.com/hanzoai/deploy/engine"
 	"github.com/hanzoai/deploy/projection"
 )
 
@@ -150,5 +153,63 @@ func TestEngineLease(t *testing.T) {
 	l2, _ := env.lease(envMap(nil), addr)
 	if l2.Identity == l.Identity {
 		t.Errorf("two processes share the identity %q", l.Identity)
+	}
+}
+
+// TestPeeringFromEnv: DEPLOY_PEERS is read at start (a bad entry stops
+// serve with the variable named); without it, or without a shared cookie
+// key, the replica starts and says that it forwards nothing.
+func TestPeeringFromEnv(t *testing.T) {
+	lease := &engine.LeaseConfig{Identity: "r-1", URL: "http://10.0.0.7:8080"}
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	key := make([]byte, 32)
+	if _, _, err := peeringFromEnv(envMap(map[string]string{"DEPLOY_PEERS": "http://10.0.0.7:8080/path"}), key, lease, log); err == nil || !strings.Contains(err.Error(), "DEPLOY_PEERS") {
+		t.Errorf("a bad DEPLOY_PEERS: %v", err)
+	}
+	p, peers, err := peeringFromEnv(envMap(map[string]string{"DEPLOY_PEERS": "http://10.0.0.7:8080,http://10.0.0.8:8080"}), key, lease, log)
+	if err != nil || p.Ready() != nil || !peers.Admits(context.Background(), "http://10.0.0.8:8080") || p.Self() != "r-1" {
+		t.Fatalf("peers: %v %v %v", p, peers, err)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("a complete peering logged: %s", logs.String())
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		key  []byte
+		want string
+	}{
+		{map[string]string{}, key, "set DEPLOY_PEERS"},
+		{map[string]string{"DEPLOY_PEERS": "http://10.0.0.7:8080"}, nil, "set DEPLOY_COOKIE_KEY"},
+		{map[string]string{"DEPLOY_PEERS": "http://10.0.0.8:8080"}, key, "not among DEPLOY_PEERS"},
+	} {
+		logs.Reset()
+		if _, _, err := peeringFromEnv(envMap(tc.env), tc.key, lease, log); err != nil || !strings.Contains(logs.String(), tc.want) {
+			t.Errorf("%v: %v, logged %q, want %q", tc.env, err, logs.String(), tc.want)
+		}
+	}
+}
+
+// TestClusterWebhookSecrets: an entry's engine.webhookSecretFile is read
+// at start, trimmed; one that cannot be read or is empty stops serve.
+func TestClusterWebhookSecrets(t *testing.T) {
+	dir := t.TempDir()
+	good, empty := filepath.Join(dir, "staging"), filepath.Join(dir, "empty")
+	if err := os.WriteFile(good, []byte(" s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entries := []cluster.Entry{{Name: "staging", Engine: &cluster.EntryEngine{Repo: "r", WebhookSecretFile: good}}, {Name: "qa", Engine: &cluster.EntryEngine{Repo: "r"}}, {Name: "dev"}}
+	got, err := clusterWebhookSecrets(entries)
+	if err != nil || len(got) != 1 || string(got["staging"]) != "s3cret" {
+		t.Fatalf("secrets: %q %v", got, err)
+	}
+	for path, want := range map[string]string{empty: "is empty", filepath.Join(dir, "none"): "cannot be read"} {
+		_, err := clusterWebhookSecrets([]cluster.Entry{{Name: "staging", Engine: &cluster.EntryEngine{Repo: "r", WebhookSecretFile: path}}})
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "cluster staging") {
+			t.Errorf("%s: %v, want %q", path, err, want)
+		}
 	}
 }
