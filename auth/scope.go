@@ -99,28 +99,15 @@ func (s Scope) Key() string {
 }
 
 // CanReadPaaS reports whether the /v1/paas board is readable: a SuperAdmin
-// (whole fleet) or an OrgAdmin (its own namespace only, see SeesPaaS).
+// (whole fleet) or an OrgAdmin (its own Apps only, see SeesPaaS).
 func (s Scope) CanReadPaaS() bool { return s.all || (s.orgAdmin && s.org != "") }
 
-// SeesPaaS reports whether a /v1/paas row in namespace is visible.
-func (s Scope) SeesPaaS(namespace string) bool {
-	if s.all {
-		return true
-	}
-	return s.orgAdmin && s.org != "" && s.ownNamespace(namespace)
-}
-
-// PaaSNamespaces lists the namespaces whose /v1/paas rows are visible: all
-// is true for a SuperAdmin (namespaces is then nil); otherwise namespaces is
-// the OrgAdmin's tenant namespace, or empty when the board is not readable.
-func (s Scope) PaaSNamespaces() (namespaces []string, all bool) {
-	if s.all {
-		return nil, true
-	}
-	if s.orgAdmin && s.org != "" {
-		return []string{TenantNamespacePrefix + s.org}, false
-	}
-	return nil, false
+// SeesPaaS reports whether a /v1/paas row of an App in namespace,
+// labelled hanzo.ai/org=orgLabel, is visible: the board is readable
+// (CanReadPaaS) and the App visible by the one rule (Sees), in every
+// cluster.
+func (s Scope) SeesPaaS(namespace, orgLabel string) bool {
+	return s.CanReadPaaS() && s.Sees(namespace, orgLabel)
 }
 
 // CanWrite reports whether writes (sync, rollback, reconcile, paas deploy)

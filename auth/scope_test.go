@@ -3,8 +3,6 @@ package auth
 import (
 	"errors"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestScopeFor(t *testing.T) {
@@ -13,18 +11,15 @@ func TestScopeFor(t *testing.T) {
 		sees    bool
 	}
 	tests := []struct {
-		name      string
-		p         *Principal
-		wantErr   error
-		key       string
-		all       bool
-		org       string
-		paas      bool
-		write     bool
-		sees      []check
-		seesPaaS  map[string]bool
-		paasNS    []string
-		paasAllNS bool
+		name    string
+		p       *Principal
+		wantErr error
+		key     string
+		all     bool
+		org     string
+		paas    bool
+		write   bool
+		sees    []check
 	}{
 		{name: "nil principal", p: nil, wantErr: ErrUnauthenticated},
 		{name: "no org", p: &Principal{Subject: "x"}, wantErr: ErrForbidden},
@@ -32,15 +27,14 @@ func TestScopeFor(t *testing.T) {
 		{name: "invalid org", p: &Principal{Subject: "x", Org: "Acme/../x"}, wantErr: ErrForbidden},
 		{
 			name: "super admin", p: &Principal{Subject: "root", Org: "admin", SuperAdmin: true},
-			key: "*", all: true, paas: true, write: true, paasAllNS: true,
+			key: "*", all: true, paas: true, write: true,
 			sees: []check{
 				{"tenant-acme", "acme", true}, {"hanzo", "", true}, {"tenant-beta", "gamma", true},
 			},
-			seesPaaS: map[string]bool{"tenant-acme": true, "hanzo": true},
 		},
 		{
 			name: "super admin from groups without an org", p: &Principal{Subject: "root", SuperAdmin: true},
-			key: "*", all: true, paas: true, write: true, paasAllNS: true,
+			key: "*", all: true, paas: true, write: true,
 			sees: []check{{"tenant-acme", "acme", true}},
 		},
 		{
@@ -61,15 +55,15 @@ func TestScopeFor(t *testing.T) {
 				{"tenant-", "", false},          // empty org
 				{"tenant-acme", "tenant-acme", false},
 			},
-			seesPaaS: map[string]bool{"tenant-acme": false, "hanzo": false},
 		},
 		{
 			name: "org admin", p: &Principal{Subject: "bob", Org: "beta", OrgAdmin: true},
-			key: "org:beta", org: "beta", paas: true, paasNS: []string{"tenant-beta"},
+			key: "org:beta", org: "beta", paas: true,
 			sees: []check{
 				{"tenant-beta", "beta", true}, {"tenant-beta", "", false}, {"tenant-acme", "acme", false},
+				{"tenant-beta.staging", "beta", true}, // its namespace in another cluster
+				{"tenant-beta", "acme", false},        // another org's label in its namespace
 			},
-			seesPaaS: map[string]bool{"tenant-beta": true, "tenant-acme": false, "hanzo": false, "": false},
 		},
 	}
 	for _, tc := range tests {
@@ -107,14 +101,10 @@ func TestScopeFor(t *testing.T) {
 					t.Errorf("Sees(%q, %q) = %v, want %v", c.ns, c.org, got, c.sees)
 				}
 			}
-			for ns, want := range tc.seesPaaS {
-				if got := s.SeesPaaS(ns); got != want {
-					t.Errorf("SeesPaaS(%q) = %v, want %v", ns, got, want)
+			for _, c := range tc.sees {
+				if got, want := s.SeesPaaS(c.ns, c.org), c.sees && tc.paas; got != want {
+					t.Errorf("SeesPaaS(%q, %q) = %v, want %v", c.ns, c.org, got, want)
 				}
-			}
-			ns, all := s.PaaSNamespaces()
-			if all != tc.paasAllNS || !cmp.Equal(ns, tc.paasNS) {
-				t.Errorf("PaaSNamespaces() = %v, %v, want %v, %v", ns, all, tc.paasNS, tc.paasAllNS)
 			}
 		})
 	}
@@ -122,7 +112,7 @@ func TestScopeFor(t *testing.T) {
 
 func TestZeroScopeSeesNothing(t *testing.T) {
 	var s Scope
-	if s.Sees("tenant-", "") || s.Sees("", "") || s.IsAll() || s.CanReadPaaS() || s.CanWrite() || s.SeesPaaS("") {
+	if s.Sees("tenant-", "") || s.Sees("", "") || s.IsAll() || s.CanReadPaaS() || s.CanWrite() || s.SeesPaaS("", "") {
 		t.Fatal("the zero Scope grants something")
 	}
 	if got := s.Key(); got != "-" {

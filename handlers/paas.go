@@ -42,31 +42,23 @@ func oneOf(q map[string][]string, key string, allowed []string) (string, error) 
 	return v, nil
 }
 
-// paasRows are the board's rows the scope reads: operator Apps only.
+// paasRows are the board's rows the scope reads: operator Apps only, the
+// ones the scope sees by the one visibility rule (visibleRows, every
+// cluster's), when it may read the board at all.
 func (s *Server) paasRows(snap *projection.Snapshot, sc auth.Scope) []projection.AppView {
 	var out []projection.AppView
-	add := func(a *projection.App) {
-		if a.Row != projection.RowApp || !sc.SeesPaaS(a.Namespace) {
-			return
+	if !sc.CanReadPaaS() {
+		return out
+	}
+	for a := range s.visibleRows(snap, sc) {
+		if a.Row != projection.RowApp || !sc.SeesPaaS(a.Namespace, a.Org) {
+			continue
 		}
 		var rel *projection.Release
 		if s.d.Releases != nil {
 			rel = s.d.Releases(a.Repository, a.Declared)
 		}
 		out = append(out, a.View(s.clusterOf(a), rel))
-	}
-	if sc.IsAll() {
-		for a := range snap.Apps() {
-			add(a)
-		}
-	} else if nss, _ := sc.PaaSNamespaces(); len(nss) > 0 {
-		for _, nr := range snap.Namespaces() {
-			if slices.Contains(nss, nr.Namespace) {
-				for _, a := range nr.Rows {
-					add(a)
-				}
-			}
-		}
 	}
 	slices.SortFunc(out, func(x, y projection.AppView) int {
 		if c := strings.Compare(x.Org, y.Org); c != 0 {
