@@ -183,6 +183,7 @@ func startDemo(ctx context.Context, o demoOptions) (*demoServer, error) {
 	d.plane = newPlane(ctx, planeConfig{
 		Log: o.Log, Projection: pcfg, Watcher: w, Feed: feed, ClusterName: "demo",
 		Auth: d.env.IdP.AuthConfig(d.URL), Logs: demoLogs{}, Engine: o.Engine, Metrics: mln,
+		LoopbackHostOnly: true,
 	})
 	o.Log.Warn("DEMO MODE: a simulated fleet and demo identities; nothing here is a real cluster or a real account")
 	return d, nil

@@ -316,3 +316,42 @@ func TestDemoMetrics(t *testing.T) {
 		t.Errorf("a metrics address off loopback: got %v, want a refusal naming --metrics-listen", err)
 	}
 }
+
+// TestDemoLoopbackHostsOnly: the demo's page and API, and its identity
+// provider, answer only a loopback Host: a page of another site that a
+// DNS rebinding points at them names its own, and is refused with 421
+// and a message; 127.0.0.1 and localhost are served.
+func TestDemoLoopbackHostsOnly(t *testing.T) {
+	d := runningDemo(t)
+	for _, base := range []string{d.URL, d.env.IdP.Issuer()} {
+		for host, want := range map[string]int{"evil.example": http.StatusMisdirectedRequest, "evil.example:8080": http.StatusMisdirectedRequest, "127.0.0.1.evil.example": http.StatusMisdirectedRequest} {
+			req, _ := http.NewRequest(http.MethodGet, base+"/.well-known/openid-configuration", nil)
+			if base == d.URL {
+				req, _ = http.NewRequest(http.MethodGet, base+"/v1/deploy/health", nil)
+			}
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want || !strings.Contains(string(b), "only loopback hosts") {
+				t.Errorf("%s with Host %s: %d %s", base, host, resp.StatusCode, b)
+			}
+		}
+	}
+	u, _ := url.Parse(d.URL)
+	for _, host := range []string{u.Host, "localhost:" + u.Port()} {
+		req, _ := http.NewRequest(http.MethodGet, d.URL+"/v1/deploy/health", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Host %s: %d", host, resp.StatusCode)
+		}
+	}
+}

@@ -66,6 +66,9 @@ type planeConfig struct {
 	Pprof bool
 	// Drain times the shutdown (shutdown.go); zero ends at once.
 	Drain drainConfig
+	// LoopbackHostOnly refuses a request whose Host is not loopback (the
+	// demo: auth.LoopbackHostOnly).
+	LoopbackHostOnly bool
 }
 
 // plane is the running read plane: watcher → feed → store → HTTP.
@@ -202,8 +205,12 @@ func (p *plane) run(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); p.cfg.Feed.Run(ctx, p.store, p.publish, p.cfg.Log) }()
 	wg.Go(func() { p.markSynced(ctx) })
 
+	handler := p.handler()
+	if p.cfg.LoopbackHostOnly {
+		handler = auth.LoopbackHostOnly(handler)
+	}
 	srv := &http.Server{
-		Handler:           p.handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn),

@@ -111,7 +111,9 @@ func Start(ctx context.Context, o Options) (*Repo, error) {
 		Stderr: logWriter{o.Log},
 	}
 	r.srv = &http.Server{
-		Handler:           pushHook(backend, o.OnPush),
+		// A page a DNS rebinding points at this port names its own Host:
+		// refused, so no web page can push what the demo's engine applies.
+		Handler:           auth.LoopbackHostOnly(pushHook(backend, o.OnPush)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {

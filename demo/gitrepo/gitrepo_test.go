@@ -1,6 +1,8 @@
 package gitrepo
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +63,19 @@ func TestCloneAndPush(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(clone, "apps", "a.yaml"), []byte("a: 2\n"), 0o644)
 	git(clone, "commit", "-qam", "two")
+	// A request naming another site as its Host (a DNS rebinding) is
+	// refused before git sees it; the push over 127.0.0.1 lands.
+	req, _ := http.NewRequest(http.MethodGet, r.URL+"/info/refs?service=git-receive-pack", nil)
+	req.Host = "evil.example:8081"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(string(msg), "only loopback hosts") {
+		t.Errorf("a push's first request with Host evil.example:8081: %d %s", resp.StatusCode, msg)
+	}
 	git(clone, "push", "-q", "origin", Branch)
 	<-pushed
 	if got, want := git(clone, "ls-remote", r.URL, "refs/heads/"+Branch), git(clone, "rev-parse", "HEAD"); !strings.HasPrefix(got, want) {

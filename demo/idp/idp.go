@@ -62,7 +62,7 @@ func Start(ctx context.Context, log *slog.Logger) (*IdP, error) {
 	m.AccessTTL, m.RefreshTTL = TokenLifetime, TokenLifetime
 	m.CodeChallengeMethodsSupported = []string{"S256"}
 	p := &IdP{m: m, users: Users(), log: log, done: make(chan struct{})}
-	if err := m.AddMiddleware(p.front); err != nil {
+	if err := m.AddMiddleware(func(next http.Handler) http.Handler { return auth.LoopbackHostOnly(p.front(next)) }); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
