@@ -3,8 +3,8 @@
 #                (kube-apiserver + etcd, controller-manager, scheduler, Hydra,
 #                Chromium, docker compose, an OCI registry, promtool for the
 #                alert rules, the stock Argo CD UI), installing and building
-#                them first; then make
-#                race, and every fuzz target briefly.
+#                them first; then make race, and every fuzz target briefly
+#                (hack/test.sh); it ends with the ten slowest tests.
 #   make tools   build the real components into $(TOOLS) (skips what is built),
 #                and the stock Argo CD web UI from its sources (hack/build-argo-ui.sh)
 #   make bench   the benchmarks recorded in BENCHMARKS.md (make bench-fold: the
@@ -49,11 +49,12 @@ unit:
 	$(GO) test ./...
 
 # test never skips an integration test: DEPLOYD_REQUIRE_TOOLS turns a missing
-# binary into a failure.
-test: packages tools vet
-	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 25m ./...
-	$(MAKE) race
-	$(MAKE) fuzz-short
+# binary into a failure. hack/test.sh builds what the tests need (tools but
+# kubectl, the UI) beside go vet, then runs the tests, the race run and the
+# fuzz targets, and ends with each step's time, each package's and the ten
+# slowest tests.
+test:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) hack/test.sh
 
 # race runs the packages whose readers share the writer's data, and the engine
 # (callers sharing one run), under the race detector.

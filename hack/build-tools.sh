@@ -6,7 +6,11 @@
 #   registry (distribution v3.1.2, the OCI registry of the release source's tests),
 #   promtool (Prometheus v0.316.0, for deploy/monitoring's alert rules)
 #   and kubectl (k8s.io/kubectl v0.37.2, for make bench-engine).
-# Usage: hack/build-tools.sh [component...]   (default: all)
+# Usage: hack/build-tools.sh [component...|--test]   (default: all; --test: all
+# but kubectl, which only make bench-engine runs)
+# The components build in two lanes at once (the Kubernetes ones, which share
+# most of their packages, in one; the rest in the other), so that one lane's
+# links and downloads fill the other's idle core.
 # The folder is $DEPLOYD_TOOLS (default ~/.cache/deployd/tools); print it with --dir.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,11 +21,11 @@ kube_version=v1.37.2
 kube_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean"
 
 # build NAME MODULE_DIR PACKAGE [go build flags...]: builds once; a stamp file
-# records the module's go.sum hash so a version bump rebuilds.
+# records the hash of the module's go.sum and the flags, so a version bump or a new flag rebuilds.
 build() {
 	local name=$1 mod=$2 pkg=$3; shift 3
 	local stamp="$dir/.$name.stamp" want
-	want=$(cat "$here/$mod/go.mod" "$here/$mod/go.sum" | sha256sum | cut -c1-16)
+	want=$( (cat "$here/$mod/go.mod" "$here/$mod/go.sum"; echo "$pkg $*") | sha256sum | cut -c1-16)
 	if [ -x "$dir/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
 		return 0
 	fi
@@ -33,18 +37,43 @@ build() {
 	echo "built $name in $((SECONDS - start))s" >&2
 }
 
-want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose registry promtool kubectl)
-for c in "${want[@]}"; do
-	case $c in
+# one builds one component.
+one() {
+	case $1 in
 	etcd) build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w" ;;
 	kube-apiserver|kube-controller-manager|kube-scheduler)
-		build "$c" kube "k8s.io/kubernetes/cmd/$c" -ldflags "$kube_ldflags" ;;
+		build "$1" kube "k8s.io/kubernetes/cmd/$1" -ldflags "$kube_ldflags" ;;
 	hydra) CGO_ENABLED=1 build hydra hydra github.com/ory/hydra/v2 -tags sqlite,sqlite_omit_load_extension -ldflags "-s -w" ;;
 	docker-compose) build docker-compose compose github.com/docker/compose/v5/cmd -ldflags "-s -w" ;;
 	registry) build registry registry github.com/distribution/distribution/v3/cmd/registry -ldflags "-s -w" ;;
-	promtool) build promtool promtool github.com/prometheus/prometheus/cmd/promtool -ldflags "-s -w" ;;
+	# remove_all_sd leaves out Prometheus's service discoveries (the cloud
+	# SDKs, most of its build): check rules and test rules need none.
+	promtool) build promtool promtool github.com/prometheus/prometheus/cmd/promtool -tags remove_all_sd -ldflags "-s -w" ;;
 	kubectl) build kubectl kubectl . -ldflags "$kube_ldflags" ;;
-	*) echo "unknown component $c" >&2; exit 2 ;;
+	*) echo "unknown component $1" >&2; return 2 ;;
+	esac
+}
+
+# lane builds its components one after the other.
+lane() {
+	local c
+	for c in "$@"; do one "$c" || return; done
+}
+
+kube=() other=()
+case ${1:-} in
+"") set -- etcd kube-apiserver kube-controller-manager kube-scheduler kubectl hydra docker-compose registry promtool ;;
+--test) set -- etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose registry promtool ;;
+esac
+for c in "$@"; do
+	case $c in
+	kube-*|kubectl) kube+=("$c") ;;
+	*) other+=("$c") ;;
 	esac
 done
+lane "${kube[@]}" &
+a=$!
+rc=0
+lane "${other[@]}" || rc=$?
+wait "$a" || rc=$?
+exit "$rc"

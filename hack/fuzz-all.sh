@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Fuzz* target of the module for the given time (default 5s) each.
+# Each package's instrumented test binary is built once (go test -c -fuzz)
+# and run from the package's folder for each of its targets, as go test -fuzz
+# would run it, instead of linking it again for every target.
 # A new interesting input is minimized for at most a second (the default is a
 # minute, which on a slow target stops the search for the rest of a short run).
 #
@@ -12,12 +15,19 @@ t=${1:-5s}
 m=${FUZZMINIMIZETIME:-1s}
 cd "$(dirname "$0")/.."
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+bin=$(mktemp -d)
+trap 'rm -f "$out"; rm -rf "$bin"' EXIT
+cache=$(go env GOCACHE)/fuzz
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
-	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+	targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u)
+	[ -n "$targets" ] || continue
+	test=$bin/$(basename "$dir").test
+	go test -c -fuzz=. -o "$test" "$pkg"
+	for f in $targets; do
 		echo "fuzz $pkg $f for $t"
-		if go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" -fuzzminimizetime "$m" "$pkg" >"$out" 2>&1; then
+		if (cd "$dir" && "$test" -test.run='^$' -test.fuzz="^$f\$" -test.fuzztime="$t" -test.fuzzminimizetime="$m" \
+			-test.fuzzcachedir="$cache/$pkg") >"$out" 2>&1; then
 			tail -n 1 "$out"
 			continue
 		fi

@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hanzoai/deploy/cmd/deployd/internal/deploydbin"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -203,15 +203,9 @@ func BenchmarkSSEClients(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// buildDeployd builds the binary the way the image does.
-func buildDeployd(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "deployd")
-	if out, err := exec.Command("bash", "../../hack/build.sh", bin).CombinedOutput(); err != nil {
-		tb.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildDeployd is the binary built the way the image does, once per test
+// process (deploydbin).
+func buildDeployd(tb testing.TB) string { return deploydbin.Path(tb) }
 
 // waitHealthy waits for /v1/deploy/health to answer 200.
 func waitHealthy(tb testing.TB, base string, timeout time.Duration) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/hanzoai/deploy/cmd/deployd/internal/deploydbin"
 	"net"
 	"net/http"
 	"os"
@@ -69,15 +70,9 @@ func (id *identity) token(tb testing.TB, u authtest.User, ttl time.Duration) str
 	return tok
 }
 
-// buildDeployd builds the binary the way the image does.
-func buildDeployd(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "deployd")
-	if out, err := exec.Command("bash", "../../../hack/build.sh", bin).CombinedOutput(); err != nil {
-		tb.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildDeployd is the binary built the way the image does, once per test
+// process (deploydbin).
+func buildDeployd(tb testing.TB) string { return deploydbin.Path(tb) }
 
 // deployd is the built binary serving against a cluster, on one address
 // for its whole life: kill and start again, and clients find it where it was.

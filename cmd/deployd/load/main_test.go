@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"github.com/hanzoai/deploy/cmd/deployd/internal/deploydbin"
 	"os"
 	"testing"
 )
@@ -26,5 +27,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(run())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	deploydbin.Cleanup()
+	os.Exit(code)
 }

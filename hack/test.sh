@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# make test (and so .ci/run): every test of the project against real
+# components, set-up included, in the order that keeps both cores busy:
+#   1. the Debian packages (hack/install-packages.sh);
+#   2. at once: the real components (hack/build-tools.sh --test, two lanes),
+#      the stock Argo CD UI (hack/build-argo-ui.sh), and go vet, which
+#      compiles what the tests import meanwhile;
+#   3. every package's tests (go test -json through hack/testreport), with
+#      DEPLOYD_REQUIRE_TOOLS=1 so that a missing component fails, never skips;
+#   4. the race run and every fuzz target briefly (FUZZTIME, default 5s).
+# At its end it prints how long each step took, each package's time and the
+# ten slowest tests, so that a slow newcomer shows.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+export DEPLOYD_TOOLS=${DEPLOYD_TOOLS:-$(hack/build-tools.sh --dir)}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+summary=$work/summary
+began=$SECONDS
+
+# step NAME CMD...: runs CMD, noting its time; a failure ends make test.
+step() {
+	local name=$1 s=$SECONDS rc=0
+	shift
+	"$@" || rc=$?
+	printf '  %6ds  %s%s\n' $((SECONDS - s)) "$name" "$([ $rc = 0 ] || echo " (failed, exit $rc)")" >>"$work/steps"
+	if [ $rc != 0 ]; then
+		echo "make test: $name failed (exit $rc)" >&2
+		report
+		exit $rc
+	fi
+}
+
+# together NAME:CMD...: runs each "NAME:shell command" at once, their output
+# prefixed by NAME; waits for all and fails when any failed.
+together() {
+	local pids=() names=() i rc=0 spec
+	for spec in "$@"; do
+		local name=${spec%%:*} cmd=${spec#*:}
+		names+=("$name")
+		(
+			s=$SECONDS
+			r=0
+			bash -o pipefail -c "$cmd" 2>&1 | sed -u "s/^/[$name] /" || r=$?
+			printf '  %6ds  %s%s\n' $((SECONDS - s)) "$name" "$([ $r = 0 ] || echo " (failed, exit $r)")" >>"$work/steps"
+			exit $r
+		) &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || { echo "make test: ${names[$i]} failed" >&2; rc=1; }
+	done
+	return $rc
+}
+
+report() {
+	echo
+	echo "make test: steps ($((SECONDS - began))s in all)"
+	cat "$work/steps" 2>/dev/null || true
+	cat "$summary" 2>/dev/null || true
+}
+
+gotest() { # gotest LABEL go-test-args...: go test -json through the report
+	local label=$1
+	shift
+	$GO test -json "$@" | $work/testreport -label "$label" -summary "$summary"
+}
+
+step packages hack/install-packages.sh
+$GO build -o "$work/testreport" ./hack/testreport
+step "set-up" together \
+	"tools:hack/build-tools.sh --test" \
+	"argo-ui:hack/build-argo-ui.sh" \
+	"vet:GO=$GO make -s vet"
+export DEPLOYD_REQUIRE_TOOLS=1
+step "go test" gotest "go test" -count=1 -timeout 25m ./...
+step race gotest race -race -count=1 ./projection/ ./stream/ ./handlers/ ./engine/
+step fuzz hack/fuzz-all.sh "${FUZZTIME:-5s}"
+report
