@@ -49,8 +49,8 @@ unit:
 	$(GO) test ./...
 
 # test never skips an integration test: DEPLOYD_REQUIRE_TOOLS turns a missing
-# binary into a failure. hack/test.sh builds what the tests need (tools but
-# kubectl, the UI) beside go vet, then runs the tests, the race run and the
+# binary into a failure. hack/test.sh builds what the tests need (the tools,
+# the UI) beside go vet, then runs the tests, the race run and the
 # fuzz targets, and ends with each step's time, each package's and the ten
 # slowest tests.
 test:

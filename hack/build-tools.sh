@@ -6,8 +6,7 @@
 #   registry (distribution v3.1.2, the OCI registry of the release source's tests),
 #   promtool (Prometheus v0.316.0, for deploy/monitoring's alert rules)
 #   and kubectl (k8s.io/kubectl v0.37.2, for make bench-engine).
-# Usage: hack/build-tools.sh [component...|--test]   (default: all; --test: all
-# but kubectl, which only make bench-engine runs)
+# Usage: hack/build-tools.sh [component...]   (default: all)
 # The components build in two lanes at once (the Kubernetes ones, which share
 # most of their packages, in one; the rest in the other), so that one lane's
 # links and downloads fill the other's idle core.
@@ -63,7 +62,6 @@ lane() {
 kube=() other=()
 case ${1:-} in
 "") set -- etcd kube-apiserver kube-controller-manager kube-scheduler kubectl hydra docker-compose registry promtool ;;
---test) set -- etcd kube-apiserver kube-controller-manager kube-scheduler hydra docker-compose registry promtool ;;
 esac
 for c in "$@"; do
 	case $c in

@@ -2,7 +2,7 @@
 # make test (and so .ci/run): every test of the project against real
 # components, set-up included, in the order that keeps both cores busy:
 #   1. the Debian packages (hack/install-packages.sh);
-#   2. at once: the real components (hack/build-tools.sh --test, two lanes),
+#   2. at once: the real components (hack/build-tools.sh, two lanes),
 #      the stock Argo CD UI (hack/build-argo-ui.sh), and go vet, which
 #      compiles what the tests import meanwhile;
 #   3. every package's tests (go test -json through hack/testreport), with
@@ -70,7 +70,7 @@ gotest() { # gotest LABEL go-test-args...: go test -json through the report
 step packages hack/install-packages.sh
 $GO build -o "$work/testreport" ./hack/testreport
 step "set-up" together \
-	"tools:hack/build-tools.sh --test" \
+	"tools:hack/build-tools.sh" \
 	"argo-ui:hack/build-argo-ui.sh" \
 	"vet:GO=$GO make -s vet"
 export DEPLOYD_REQUIRE_TOOLS=1

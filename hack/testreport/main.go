@@ -137,7 +137,7 @@ func (r *report) summary(label string) string {
 	}
 	fmt.Fprintf(&b, "%s: packages by time (%d)\n", label, len(r.packages))
 	for _, p := range byTime(r.packages) {
-		if p.Seconds < 1 && p.Result == "pass" {
+		if p.Seconds < 1 && p.Result != "fail" { // quick, or no test files
 			continue
 		}
 		fmt.Fprintf(&b, "  %8.1fs  %-4s %s\n", p.Seconds, p.Result, p.Name)
