@@ -59,10 +59,8 @@ lane() {
 	for c in "$@"; do one "$c" || return; done
 }
 
+[ $# -gt 0 ] || set -- etcd kube-apiserver kube-controller-manager kube-scheduler kubectl hydra docker-compose registry promtool
 kube=() other=()
-case ${1:-} in
-"") set -- etcd kube-apiserver kube-controller-manager kube-scheduler kubectl hydra docker-compose registry promtool ;;
-esac
 for c in "$@"; do
 	case $c in
 	kube-*|kubectl) kube+=("$c") ;;
