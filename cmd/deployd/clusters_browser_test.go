@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/cmd/deployd/internal/deploydbin"
 )
 
 // sseRecorder runs in every document before the page's scripts: it wraps
@@ -73,17 +72,13 @@ type pageRow struct {
 // environment). The binary builds while the clusters start.
 func twoClusterFleet(t *testing.T, env ...string) (home, staging *clustertest.Cluster, m *mockoidc.MockOIDC, d *twoClusterDeployd) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "deployd")
-	built, done := make(chan error, 1), make(chan struct{})
+	var bin string
+	built := make(chan error, 1)
 	go func() {
-		defer close(done)
-		out, err := exec.Command("bash", "../../hack/build.sh", bin).CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("build: %v\n%s", err, out)
-		}
+		var err error
+		bin, err = deploydbin.Build()
 		built <- err
 	}()
-	t.Cleanup(func() { <-done }) // a test ended early leaves no build writing into its folder
 	home, staging = clustertest.Start(t), clustertest.Start(t)
 	applyApps(t, home, "hanzo/iam", "tenant-acme/web@acme")
 	applyApps(t, staging, "hanzo/iam", "tenant-acme/api@acme", "tenant-globex/shop@globex")

@@ -23,11 +23,18 @@ var (
 // Path returns the built binary, building it on the first call.
 func Path(tb testing.TB) string {
 	tb.Helper()
-	once.Do(func() { bin, err = build() })
+	bin, err := Build()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return bin
+}
+
+// Build is Path for a goroutine (one that builds while a test starts its
+// clusters): the binary, or why it did not build.
+func Build() (string, error) {
+	once.Do(func() { bin, err = build() })
+	return bin, err
 }
 
 func build() (string, error) {
