@@ -5,7 +5,7 @@
 #   etcd (v3.7.3), hydra (v2.3.0, sqlite in-memory), docker-compose (v5.6.0),
 #   registry (distribution v3.1.2, the OCI registry of the release source's tests),
 #   promtool (Prometheus v0.316.0, for deploy/monitoring's alert rules)
-#   and kubectl (k8s.io/kubectl v0.37.2, for make bench-engine).
+#   and kubectl (Kubernetes v1.37.2's, for make bench-engine and the CLI tests).
 # Usage: hack/build-tools.sh [component...]   (default: all)
 # The components build in two lanes at once (the Kubernetes ones, which share
 # most of their packages, in one; the rest in the other), so that one lane's
@@ -48,7 +48,9 @@ one() {
 	# remove_all_sd leaves out Prometheus's service discoveries (the cloud
 	# SDKs, most of its build): check rules and test rules need none.
 	promtool) build promtool promtool github.com/prometheus/prometheus/cmd/promtool -tags remove_all_sd -ldflags "-s -w" ;;
-	kubectl) build kubectl kubectl . -ldflags "$kube_ldflags" ;;
+	# kubectl comes from the same module as the control plane, so that the
+	# packages they share (client-go, the API types) compile once.
+	kubectl) build kubectl kube k8s.io/kubernetes/cmd/kubectl -ldflags "$kube_ldflags" ;;
 	*) echo "unknown component $1" >&2; return 2 ;;
 	esac
 }

@@ -61,10 +61,16 @@ report() {
 	cat "$summary" 2>/dev/null || true
 }
 
+# DEPLOYD_TEST_LOG, when set, is a folder that keeps each go test run's
+# -json stream (LABEL.json): every test's log, for a slow or failed test.
 gotest() { # gotest LABEL go-test-args...: go test -json through the report
-	local label=$1
+	local label=$1 keep=/dev/null
 	shift
-	$GO test -json "$@" | $work/testreport -label "$label" -summary "$summary"
+	if [ -n "${DEPLOYD_TEST_LOG:-}" ]; then
+		mkdir -p "$DEPLOYD_TEST_LOG"
+		keep=$DEPLOYD_TEST_LOG/$label.json
+	fi
+	$GO test -json "$@" | tee "$keep" | $work/testreport -label "$label" -summary "$summary"
 }
 
 step packages hack/install-packages.sh

@@ -497,16 +497,19 @@ func (u *uiTour) visit(what, path, ready string) {
 // calls since mark; toast says an error toast is expected.
 func (u *uiTour) await(what, ready string, mark int, toast bool) {
 	u.t.Helper()
-	if err := u.b.poll(ready+` || `+uiBroken, 20*time.Second); err != nil {
-		u.t.Errorf("%s (%s): %s: not shown: %v\n%s\ncalls: %v", u.who, what, ready, err, u.b.describe(), u.front.since(mark))
-	}
 	u.n++
-	shot := u.b.screenshot(u.shots, fmt.Sprintf("%s-%02d.png", u.who, u.n))
+	// A screenshot is taken only of a page that failed a check: a full-page
+	// capture relays out and paints the whole page, and the tour has some
+	// seventy pages.
+	shot := func() string { return u.b.screenshot(u.shots, fmt.Sprintf("%s-%02d.png", u.who, u.n)) }
+	if err := u.b.poll(ready+` || `+uiBroken, 20*time.Second); err != nil {
+		u.t.Errorf("%s (%s): %s: not shown: %v (%s)\n%s\ncalls: %v", u.who, what, ready, err, shot(), u.b.describe(), u.front.since(mark))
+	}
 	if eval[bool](u.b, uiBroken) {
-		u.t.Errorf("%s (%s): Argo's error page (%s)\n%s", u.who, what, shot, u.b.describe())
+		u.t.Errorf("%s (%s): Argo's error page (%s)\n%s", u.who, what, shot(), u.b.describe())
 	}
 	if !toast && eval[bool](u.b, `!!document.querySelector('.Toastify__toast--error')`) {
-		u.t.Errorf("%s (%s): an error toast: %s (%s)", u.who, what, eval[string](u.b, `document.querySelector('.Toastify__toast--error').innerText`), shot)
+		u.t.Errorf("%s (%s): an error toast: %s (%s)", u.who, what, eval[string](u.b, `document.querySelector('.Toastify__toast--error').innerText`), shot())
 	}
 	time.Sleep(300 * time.Millisecond) // the page's follow-up calls
 	for _, c := range u.front.failed(mark, u.refused) {
