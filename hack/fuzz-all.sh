@@ -6,24 +6,44 @@
 # A new interesting input is minimized for at most a second (the default is a
 # minute, which on a slow target stops the search for the rest of a short run).
 #
+#   hack/fuzz-all.sh [TIME]             build, then run every target for TIME
+#   hack/fuzz-all.sh --build DIR        only build the binaries into DIR
+#   hack/fuzz-all.sh --from DIR [TIME]  run with the binaries of DIR (any
+#                                       missing one is built first)
+# make test builds them while the other tests run (--build), then runs them.
+# go vet is left to make vet, which vets the test files too.
+#
 # Go 1.26's fuzz coordinator can fail a run whose -fuzztime ends while a worker
 # is busy with "context deadline exceeded" and no failing input
 # (golang/go#75804, fixed in Go 1.27). That result is reported and not counted
 # as a failure; any run that wrote a failing input, or failed otherwise, is.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=all bin=
+case ${1:-} in
+--build) mode=build bin=${2:?--build DIR}; shift 2 ;;
+--from) mode=run bin=${2:?--from DIR}; shift 2 ;;
+esac
 t=${1:-5s}
 m=${FUZZMINIMIZETIME:-1s}
-cd "$(dirname "$0")/.."
 out=$(mktemp)
-bin=$(mktemp -d)
-trap 'rm -f "$out"; rm -rf "$bin"' EXIT
+if [ -z "$bin" ]; then
+	bin=$(mktemp -d)
+	trap 'rm -f "$out"; rm -rf "$bin"' EXIT
+else
+	mkdir -p "$bin"
+	trap 'rm -f "$out"' EXIT
+fi
 cache=$(go env GOCACHE)/fuzz
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u || true)
 	[ -n "$targets" ] || continue
-	test=$bin/$(basename "$dir").test
-	go test -c -fuzz=. -o "$test" "$pkg"
+	test=$bin/$(echo "$pkg" | tr / _).test
+	if [ "$mode" = build ] || [ ! -x "$test" ]; then
+		go test -c -vet=off -fuzz=. -o "$test" "$pkg"
+	fi
+	[ "$mode" != build ] || continue
 	for f in $targets; do
 		echo "fuzz $pkg $f for $t"
 		if (cd "$dir" && "$test" -test.run='^$' -test.fuzz="^$f\$" -test.fuzztime="$t" -test.fuzzminimizetime="$m" \

@@ -5,9 +5,11 @@
 #   2. at once: the real components (hack/build-tools.sh, two lanes),
 #      the stock Argo CD UI (hack/build-argo-ui.sh), and go vet, which
 #      compiles what the tests import meanwhile;
-#   3. every package's tests (go test -json through hack/testreport), with
-#      DEPLOYD_REQUIRE_TOOLS=1 so that a missing component fails, never skips;
-#   4. the race run and every fuzz target briefly (FUZZTIME, default 5s).
+#   3. every package's tests, three packages at once (go test -json through
+#      hack/testreport), with DEPLOYD_REQUIRE_TOOLS=1 so that a missing
+#      component fails, never skips;
+#   4. the race run and every fuzz target briefly (FUZZTIME, default 5s),
+#      their builds made beside step 3, at a lower priority.
 # At its end it prints how long each step took, each package's time and the
 # ten slowest tests, so that a slow newcomer shows.
 set -euo pipefail
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 export DEPLOYD_TOOLS=${DEPLOYD_TOOLS:-$(hack/build-tools.sh --dir)}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 summary=$work/summary
 began=$SECONDS
 
@@ -80,7 +82,27 @@ step "set-up" together \
 	"argo-ui:hack/build-argo-ui.sh" \
 	"vet:GO=$GO make -s vet"
 export DEPLOYD_REQUIRE_TOOLS=1
-step "go test" gotest "go test" -count=1 -timeout 25m ./...
-step race gotest race -race -count=1 ./projection/ ./stream/ ./handlers/ ./engine/
-step fuzz hack/fuzz-all.sh "${FUZZTIME:-5s}"
+race_pkgs=(./projection/ ./stream/ ./handlers/ ./engine/)
+
+# prebuild compiles what the race run and the fuzz targets need (their own
+# builds of every dependency: race-instrumented, fuzz-instrumented) at a
+# lower priority while go test runs: its end-to-end tests wait on real
+# components for much of their time, and the builds take that idle time. A
+# failure here is reported by the step that builds it again.
+prebuild() {
+	local s=$SECONDS r=0
+	{ nice -n 10 $GO test -race -vet=off -c -o "$work/race/" "${race_pkgs[@]}" &&
+		nice -n 10 hack/fuzz-all.sh --build "$work/fuzz"; } >"$work/prebuild.log" 2>&1 || r=$?
+	printf '  %6ds  %s%s\n' $((SECONDS - s)) "race and fuzz builds (beside go test)" "$([ $r = 0 ] || echo " (failed, exit $r)")" >>"$work/steps"
+}
+prebuild &
+prebuilt=$!
+# go vet ran in the set-up (make vet, the test files too): go test's own
+# vet pass would repeat it. Three packages at once: the two end-to-end
+# packages (cmd/deployd, cmd/deployd/load) take most of the time and wait on
+# real components for much of it, and the others run beside them.
+step "go test" gotest "go test" -count=1 -vet=off -p 3 -timeout 25m ./...
+wait "$prebuilt" || true
+step race gotest race -race -count=1 -vet=off "${race_pkgs[@]}"
+step fuzz hack/fuzz-all.sh --from "$work/fuzz" "${FUZZTIME:-5s}"
 report
