@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 export DEPLOYD_TOOLS=${DEPLOYD_TOOLS:-$(hack/build-tools.sh --dir)}
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 summary=$work/summary
 began=$SECONDS
 
