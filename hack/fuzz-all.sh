@@ -29,12 +29,41 @@ m=${FUZZMINIMIZETIME:-1s}
 out=$(mktemp)
 if [ -z "$bin" ]; then
 	bin=$(mktemp -d)
-	trap 'rm -f "$out"; rm -rf "$bin"' EXIT
+	trap 'rm -f "$out" "$out.failed"; rm -rf "$bin"' EXIT
 else
 	mkdir -p "$bin"
-	trap 'rm -f "$out"' EXIT
+	trap 'rm -f "$out" "$out.failed"' EXIT
 fi
 cache=$(go env GOCACHE)/fuzz
+# Targets run FUZZJOBS at a time (default: one per core), each with one
+# fuzzing worker: the same work as one target at a time with a worker per
+# core, without the coordinator's start, minimization and end leaving cores idle.
+jobs=${FUZZJOBS:-$(nproc)}
+failed=$out.failed
+
+# fuzz PKG DIR TEST TARGET: runs one target, printing its result at once when
+# it ends; a failure is noted in $failed.
+fuzz() {
+	local pkg=$1 dir=$2 test=$3 f=$4 log
+	log=$(mktemp)
+	{
+		echo "fuzz $pkg $f for $t"
+		if (cd "$dir" && "$test" -test.run='^$' -test.fuzz="^$f\$" -test.fuzztime="$t" -test.fuzzminimizetime="$m" \
+			-test.parallel=1 -test.fuzzcachedir="$cache/$pkg") >"$log" 2>&1; then
+			tail -n 1 "$log"
+		elif grep -q '^    context deadline exceeded$' "$log" && ! grep -q 'Failing input written to' "$log" &&
+			[ "$(grep -c -- '--- FAIL' "$log")" = 1 ]; then
+			grep -v '^fuzz: elapsed' "$log" | head -n 3
+			echo "fuzz $f: the run ended on the coordinator's deadline race (golang/go#75804), no failing input; not a failure"
+		else
+			cat "$log"
+			echo "$pkg $f" >>"$failed"
+		fi
+	} >"$log.report"
+	cat "$log.report"
+	rm -f "$log" "$log.report"
+}
+
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u || true)
@@ -45,19 +74,12 @@ for pkg in $(go list ./...); do
 	fi
 	[ "$mode" != build ] || continue
 	for f in $targets; do
-		echo "fuzz $pkg $f for $t"
-		if (cd "$dir" && "$test" -test.run='^$' -test.fuzz="^$f\$" -test.fuzztime="$t" -test.fuzzminimizetime="$m" \
-			-test.fuzzcachedir="$cache/$pkg") >"$out" 2>&1; then
-			tail -n 1 "$out"
-			continue
-		fi
-		if grep -q '^    context deadline exceeded$' "$out" && ! grep -q 'Failing input written to' "$out" &&
-			[ "$(grep -c -- '--- FAIL' "$out")" = 1 ]; then
-			grep -v '^fuzz: elapsed' "$out" | head -n 3
-			echo "fuzz $f: the run ended on the coordinator's deadline race (golang/go#75804), no failing input; not a failure"
-			continue
-		fi
-		cat "$out"
-		exit 1
+		while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+		fuzz "$pkg" "$dir" "$test" "$f" &
 	done
 done
+wait
+if [ -s "$failed" ]; then
+	echo "fuzz: failed: $(tr '\n' ' ' <"$failed")" >&2
+	exit 1
+fi
