@@ -10,6 +10,11 @@
 # The components build in two lanes at once (the Kubernetes ones, which share
 # most of their packages, in one; the rest in the other), so that one lane's
 # links and downloads fill the other's idle core.
+# Each is static (CGO_ENABLED=0, as their releases are; hydra needs cgo for
+# sqlite) and -trimpath, the way hack/build.sh builds deployd and make test
+# builds the tests: hack/kube's go.mod requires the versions the project's own
+# go.mod selects for what they share (client-go, the API types, x/net, grpc,
+# otel...), so that those packages compile once for both.
 # The folder is $DEPLOYD_TOOLS (default ~/.cache/deployd/tools); print it with --dir.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,17 +25,17 @@ kube_version=v1.37.2
 kube_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean"
 
 # build NAME MODULE_DIR PACKAGE [go build flags...]: builds once; a stamp file
-# records the hash of the module's go.sum and the flags, so a version bump or a new flag rebuilds.
+# records the hash of the module's go.sum, cgo and the flags, so a version bump or a new flag rebuilds.
 build() {
 	local name=$1 mod=$2 pkg=$3; shift 3
-	local stamp="$dir/.$name.stamp" want
-	want=$( (cat "$here/$mod/go.mod" "$here/$mod/go.sum"; echo "$pkg $*") | sha256sum | cut -c1-16)
+	local stamp="$dir/.$name.stamp" want cgo=${tool_cgo:-0}
+	want=$( (cat "$here/$mod/go.mod" "$here/$mod/go.sum"; echo "$pkg cgo=$cgo $*") | sha256sum | cut -c1-16)
 	if [ -x "$dir/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
 		return 0
 	fi
 	echo "building $name ($pkg) into $dir" >&2
 	local start=$SECONDS
-	(cd "$here/$mod" && go build -trimpath "$@" -o "$dir/$name.tmp" "$pkg")
+	(cd "$here/$mod" && CGO_ENABLED=$cgo go build -trimpath "$@" -o "$dir/$name.tmp" "$pkg")
 	mv "$dir/$name.tmp" "$dir/$name"
 	echo "$want" > "$stamp"
 	echo "built $name in $((SECONDS - start))s" >&2
@@ -42,7 +47,7 @@ one() {
 	etcd) build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w" ;;
 	kube-apiserver|kube-controller-manager|kube-scheduler)
 		build "$1" kube "k8s.io/kubernetes/cmd/$1" -ldflags "$kube_ldflags" ;;
-	hydra) CGO_ENABLED=1 build hydra hydra github.com/ory/hydra/v2 -tags sqlite,sqlite_omit_load_extension -ldflags "-s -w" ;;
+	hydra) tool_cgo=1 build hydra hydra github.com/ory/hydra/v2 -tags sqlite,sqlite_omit_load_extension -ldflags "-s -w" ;;
 	docker-compose) build docker-compose compose github.com/docker/compose/v5/cmd -ldflags "-s -w" ;;
 	registry) build registry registry github.com/distribution/distribution/v3/cmd/registry -ldflags "-s -w" ;;
 	# remove_all_sd leaves out Prometheus's service discoveries (the cloud
