@@ -54,12 +54,13 @@ unit:
 # fuzz targets, and ends with each step's time, each package's and the ten
 # slowest tests.
 test:
-	GO=$(GO) FUZZTIME=$(FUZZTIME) hack/test.sh
+	GO=$(GO) FUZZTIME=$(FUZZTIME) RACE_PKGS="$(RACE_PKGS)" hack/test.sh
 
 # race runs the packages whose readers share the writer's data, and the engine
 # (callers sharing one run), under the race detector.
+RACE_PKGS := ./projection/ ./stream/ ./handlers/ ./engine/
 race:
-	$(GO) test -race -count=1 ./projection/ ./stream/ ./handlers/ ./engine/
+	$(GO) test -race -count=1 $(RACE_PKGS)
 
 # Each fuzz target for FUZZTIME (short in test, longer by hand: make fuzz FUZZTIME=2m).
 fuzz-short:

@@ -2,9 +2,11 @@
 # make test (and so .ci/run): every test of the project against real
 # components, set-up included, in the order that keeps both cores busy:
 #   1. the Debian packages (hack/install-packages.sh);
-#   2. at once: the real components (hack/build-tools.sh, two lanes),
-#      the stock Argo CD UI (hack/build-argo-ui.sh), and go vet, which
-#      compiles what the tests import meanwhile;
+#   2. in two lanes at once: the Kubernetes components, then go vet and the
+#      deployd binary (hack/build.sh), whose compiled packages the tests and
+#      the end-to-end tests' builds then take from the cache; the other real
+#      components (hack/build-tools.sh), then the stock Argo CD UI
+#      (hack/build-argo-ui.sh);
 #   3. every package's tests, three packages at once (go test -json through
 #      hack/testreport), with DEPLOYD_REQUIRE_TOOLS=1 so that a missing
 #      component fails, never skips;
@@ -15,6 +17,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+# The tests build as the image does (hack/build.sh: static, -trimpath), so
+# that vet, go test and the deployd binary the end-to-end tests run share
+# one compile of every dependency instead of two. The race run needs cgo and
+# sets it back.
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
+read -ra race_pkgs <<<"${RACE_PKGS:?the race packages, from the Makefile: run make test}"
 export DEPLOYD_TOOLS=${DEPLOYD_TOOLS:-$(hack/build-tools.sh --dir)}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -77,12 +85,13 @@ gotest() { # gotest LABEL go-test-args...: go test -json through the report
 
 step packages hack/install-packages.sh
 $GO build -o "$work/testreport" ./hack/testreport
+# Two lanes, one per core: the Kubernetes components, then go vet and the
+# deployd binary (which find the packages they share with the control plane
+# compiled: client-go, the API types); the other components, then the UI.
 step "set-up" together \
-	"tools:hack/build-tools.sh" \
-	"argo-ui:hack/build-argo-ui.sh" \
-	"vet:GO=$GO make -s vet"
+	"kube:hack/build-tools.sh kube-apiserver kube-controller-manager kube-scheduler kubectl && GO=$GO make -s vet && GO=$GO hack/build.sh $work/deployd" \
+	"tools:hack/build-tools.sh etcd hydra docker-compose registry promtool && hack/build-argo-ui.sh"
 export DEPLOYD_REQUIRE_TOOLS=1
-race_pkgs=(./projection/ ./stream/ ./handlers/ ./engine/)
 
 # prebuild compiles what the race run and the fuzz targets need (their own
 # builds of every dependency: race-instrumented, fuzz-instrumented) at a
@@ -91,7 +100,7 @@ race_pkgs=(./projection/ ./stream/ ./handlers/ ./engine/)
 # failure here is reported by the step that builds it again.
 prebuild() {
 	local s=$SECONDS r=0
-	{ nice -n 10 $GO test -race -vet=off -c -o "$work/race/" "${race_pkgs[@]}" &&
+	{ CGO_ENABLED=1 nice -n 10 $GO test -race -vet=off -c -o "$work/race/" "${race_pkgs[@]}" &&
 		nice -n 10 hack/fuzz-all.sh --build "$work/fuzz"; } >"$work/prebuild.log" 2>&1 || r=$?
 	printf '  %6ds  %s%s\n' $((SECONDS - s)) "race and fuzz builds (beside go test)" "$([ $r = 0 ] || echo " (failed, exit $r)")" >>"$work/steps"
 }
@@ -103,6 +112,6 @@ prebuilt=$!
 # real components for much of it, and the others run beside them.
 step "go test" gotest "go test" -count=1 -vet=off -p 3 -timeout 25m ./...
 wait "$prebuilt" || true
-step race gotest race -race -count=1 -vet=off "${race_pkgs[@]}"
+CGO_ENABLED=1 step race gotest race -race -count=1 -vet=off "${race_pkgs[@]}"
 step fuzz hack/fuzz-all.sh --from "$work/fuzz" "${FUZZTIME:-5s}"
 report
