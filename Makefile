@@ -17,6 +17,8 @@
 #   make chaos   faults under load (kill -9, a reconnect storm, an API server
 #                restart with etcd compacted, slow clients, bad input) on the
 #                10,000-App fleet, each judged against the API server's LIST
+#   make bench-scale  50,000 Apps over 500 clusters (aliases of five real API
+#                servers): time to ready, memory, the lists, an App's detail
 
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -24,7 +26,7 @@ TOOLS ?= $(shell hack/build-tools.sh --dir)
 FUZZTIME ?= 5s
 export DEPLOYD_TOOLS := $(TOOLS)
 
-.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine bench-compare coldstart sse-clients chaos bench-memory
+.PHONY: all build test unit race tools packages vet fuzz fuzz-short bench bench-fold bench-engine bench-compare coldstart sse-clients chaos bench-memory bench-scale
 
 all: build
 
@@ -121,6 +123,12 @@ sse-clients: tools
 # _RATES and _SECONDS size it; DEPLOYD_COMPARE_OUT receives the tables.
 bench-compare: tools
 	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench '^BenchmarkSideBySide$$' -benchtime 1x -timeout 90m -v ./cmd/deployd/load/
+
+# 500 clusters of 100 Apps (50,000), aliases of five real API servers:
+# readiness, memory, the lists and an App's detail (BENCHMARKS.md, "At Argo
+# CD's largest scale"; sizes from DEPLOYD_SCALE_*).
+bench-scale: tools
+	DEPLOYD_REQUIRE_TOOLS=1 $(GO) test -run '^$$' -bench '^BenchmarkServeScale$$' -benchtime 1x -timeout 2h -v ./cmd/deployd/
 
 # The fault scenarios at the issue's scale: 10,000 Apps × 10 pods, thousands
 # of clients (make test runs a smoke of the same test). The summary table is

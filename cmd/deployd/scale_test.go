@@ -1,0 +1,197 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/hanzoai/deploy/auth/authtest"
+	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/fleet"
+)
+
+// BenchmarkServeScale measures deployd at the scale of Argo CD's largest
+// published test: DEPLOYD_SCALE_CLUSTERS clusters (default 500), each an
+// alias (the same address under a name of its own) of one of
+// DEPLOYD_SCALE_SERVERS real API servers (default 5, each its own etcd),
+// every server holding the same fleet of DEPLOYD_SCALE_APPS Apps (default
+// 100) with DEPLOYD_SCALE_REPLICAS pods each (default 10): 50,000 Apps, each
+// alias's objects folded under its own name as a separate cluster's would be.
+// The fleet comes from a snapshot (clustertest.FleetSnapshot), copied into
+// each server; loading it is not measured.
+//
+// DEPLOYD_SCALE_ROUNDS times (default 3) it starts the binary over the
+// clusters and measures its time to ready, its CPU until then, VmRSS at
+// ready and once settled, the full list (plain and gzip) and a tenant's,
+// each DEPLOYD_SCALE_REQUESTS times (default 100) one at a time, and an App's
+// detail as often, as p50 and p99; it logs each figure's median.
+//
+//	make bench-scale
+func BenchmarkServeScale(b *testing.B) {
+	clusters := clustertest.EnvInt(b, "DEPLOYD_SCALE_CLUSTERS", 500)
+	servers := clustertest.EnvInt(b, "DEPLOYD_SCALE_SERVERS", 5)
+	apps := clustertest.EnvInt(b, "DEPLOYD_SCALE_APPS", 100)
+	replicas := clustertest.EnvInt(b, "DEPLOYD_SCALE_REPLICAS", 10)
+	rounds := clustertest.EnvInt(b, "DEPLOYD_SCALE_ROUNDS", 3)
+	requests := clustertest.EnvInt(b, "DEPLOYD_SCALE_REQUESTS", 100)
+	if servers < 1 || clusters < servers {
+		b.Fatalf("DEPLOYD_SCALE_CLUSTERS=%d over DEPLOYD_SCALE_SERVERS=%d: want at least one server and a cluster for each", clusters, servers)
+	}
+	apis := make([]*clustertest.Cluster, servers)
+	for i := range apis {
+		apis[i] = clustertest.Start(b, clustertest.FleetSnapshot(apps, replicas))
+	}
+	objects := len(fleet.RenderAll(clustertest.FleetApps(apps, replicas)))
+	b.Logf("%d clusters over %d real API servers, %d Apps and %d objects each: %d Apps, %d objects in all",
+		clusters, servers, apps, objects, clusters*apps, clusters*objects)
+
+	// The first cluster is --kubeconfig's; the clusters file names the
+	// others, alias i of server i % servers.
+	var file strings.Builder
+	file.WriteString("clusters:\n")
+	for i := 1; i < clusters; i++ {
+		fmt.Fprintf(&file, "- name: %s\n  kubeconfig: %s\n", scaleAlias(i), apis[i%servers].Kubeconfig)
+	}
+	path := filepath.Join(b.TempDir(), "clusters.yaml")
+	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	setup := serveSetup{name: fmt.Sprintf("%d × %d", clusters, apps), file: "scale", kubeconfig: apis[0].Kubeconfig, clustersFile: path}
+
+	m, err := mockoidc.Run()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Shutdown() })
+	tokens := listTokens{}
+	if tokens.admin, err = authtest.IDToken(m, admin, time.Now(), 6*time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	if tokens.tenant, err = authtest.IDToken(m, acmeMember, time.Now(), 6*time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "deployd-scale-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("heap profiles: %s", dir)
+	bin := buildDeployd(b)
+	// One App of the last alias: its detail is what is timed.
+	var app listedApp
+	for a := range fleetApps(apps, replicas) {
+		ns, name, _ := strings.Cut(a, "/")
+		app = listedApp{namespace: ns + "." + scaleAlias(clusters-1), name: name}
+		break
+	}
+	b.ResetTimer()
+
+	var runs []serveRun
+	var details []listFigures
+	for i := range rounds {
+		p := startServe(b, bin, setup, m)
+		r := serveRun{ready: p.ready, cpu: p.cpu, settled: p.settled, rss: p.rss, hwm: p.hwm, rssSettled: p.rssSettled}
+		r.apps = len(listApps(b, p.base, tokens.admin))
+		r.tenantApps = len(listApps(b, p.base, tokens.tenant))
+		r.full = timeList(b, p.base, tokens.admin, false, requests)
+		r.gzip = timeList(b, p.base, tokens.admin, true, requests)
+		r.tenant = timeList(b, p.base, tokens.tenant, false, requests)
+		d := timeDetail(b, p.base, tokens.admin, app, requests)
+		r.rssAfter, r.hwmAfter = clustertest.ProcMemory(b, p.pid)
+		r.heap = liveHeap(b, p.metrics, filepath.Join(dir, fmt.Sprintf("scale-%d.heap.pb.gz", i+1)))
+		p.stop()
+		b.Logf("round %d: %s; detail of %s/%s p50 %s p99 %s", i+1, r, app.namespace, app.name, ms(d.p50), ms(d.p99))
+		if want := clusters * len(fleetApps(apps, replicas)); r.apps < want {
+			b.Fatalf("round %d: the full list holds %d Apps, want at least the fleet's %d", i+1, r.apps, want)
+		}
+		runs = append(runs, r)
+		details = append(details, d)
+	}
+
+	med := func(f func(serveRun) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	medDetail := func(f func(listFigures) time.Duration) float64 {
+		v := make([]float64, len(details))
+		for i, d := range details {
+			v[i] = msf(f(d))
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	rows := []struct {
+		name, unit string
+		v          float64
+	}{
+		{"ready, s", "s-to-ready", med(func(r serveRun) float64 { return r.ready.Seconds() })},
+		{"CPU until ready, s", "cpu-s", med(func(r serveRun) float64 { return r.cpu.Seconds() })},
+		{"VmRSS at ready, MiB", "rss-MiB", med(func(r serveRun) float64 { return float64(r.rss >> 20) })},
+		{"VmRSS settled, MiB", "rss-settled-MiB", med(func(r serveRun) float64 { return float64(r.rssSettled >> 20) })},
+		{"VmRSS after the lists, MiB", "rss-after-MiB", med(func(r serveRun) float64 { return float64(r.rssAfter >> 20) })},
+		{"live heap, MiB", "heap-MiB", med(func(r serveRun) float64 { return float64(r.heap >> 20) })},
+		{"full list p50, ms", "full-p50-ms", med(func(r serveRun) float64 { return msf(r.full.p50) })},
+		{"full list p99, ms", "full-p99-ms", med(func(r serveRun) float64 { return msf(r.full.p99) })},
+		{"full list gzip p50, ms", "gzip-p50-ms", med(func(r serveRun) float64 { return msf(r.gzip.p50) })},
+		{"full list gzip p99, ms", "gzip-p99-ms", med(func(r serveRun) float64 { return msf(r.gzip.p99) })},
+		{"tenant's list p50, ms", "tenant-p50-ms", med(func(r serveRun) float64 { return msf(r.tenant.p50) })},
+		{"tenant's list p99, ms", "tenant-p99-ms", med(func(r serveRun) float64 { return msf(r.tenant.p99) })},
+		{"App detail p50, ms", "detail-p50-ms", medDetail(func(d listFigures) time.Duration { return d.p50 })},
+		{"App detail p99, ms", "detail-p99-ms", medDetail(func(d listFigures) time.Duration { return d.p99 })},
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "| median of %d runs, %s, %d requests at c=1 | |\n|---|---:|\n", rounds, setup.name, requests)
+	for _, row := range rows {
+		fmt.Fprintf(&table, "| %s | %.1f |\n", row.name, row.v)
+		b.ReportMetric(row.v, row.unit)
+	}
+	b.Logf("%d Apps listed (the tenant's %d):\n%s", runs[0].apps, runs[0].tenantApps, table.String())
+	b.ReportMetric(0, "ns/op")
+}
+
+// scaleAlias is the name of the i-th cluster of BenchmarkServeScale's file.
+func scaleAlias(i int) string { return fmt.Sprintf("alias-%03d", i) }
+
+// timeDetail GETs one App n times, one at a time, after three not timed.
+func timeDetail(b *testing.B, base, token string, app listedApp, n int) listFigures {
+	b.Helper()
+	var f listFigures
+	took := make([]time.Duration, 0, n)
+	u := base + "/api/v1/applications/" + url.PathEscape(app.name) + "?appNamespace=" + url.QueryEscape(app.namespace)
+	for i := range n + 3 {
+		req, err := http.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		start := time.Now()
+		resp, err := listClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("GET %s: %s, %v", u, resp.Status, err)
+		}
+		if i >= 3 {
+			took = append(took, time.Since(start))
+			f.bytes = size
+		}
+	}
+	slices.Sort(took)
+	f.p50, f.p99 = took[len(took)/2], took[(len(took)*99+99)/100-1]
+	return f
+}
