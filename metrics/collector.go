@@ -15,10 +15,14 @@ var (
 		[]string{"namespace", "name", "project", "autosync_enabled", "repo", "dest_server", "dest_namespace", "sync_status", "health_status", "operation"}, nil)
 	descClusterInfo = prometheus.NewDesc("argocd_cluster_info", "Information about cluster.",
 		[]string{"server", "k8s_version", "name"}, nil)
+	// Argo CD labels these by server alone; deployd adds the cluster's name,
+	// since two clusters may share an address (one API server under two
+	// names, each with its own credentials), and two series with the same
+	// labels would fail the whole scrape.
 	descClusterObjects = prometheus.NewDesc("argocd_cluster_api_resource_objects", "Number of k8s resource objects in the cache.",
-		[]string{"server"}, nil)
+		[]string{"server", "name"}, nil)
 	descClusterAPIs = prometheus.NewDesc("argocd_cluster_api_resources", "Number of monitored kubernetes API resources.",
-		[]string{"server"}, nil)
+		[]string{"server", "name"}, nil)
 )
 
 // deployd's own scrape-time descriptors.
@@ -128,8 +132,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			objects += k.Objects
 		}
 		gauge(descClusterInfo, 1, c.src.ClusterServer, cl.K8sVersion, c.src.ClusterName)
-		gauge(descClusterObjects, float64(objects), c.src.ClusterServer)
-		gauge(descClusterAPIs, float64(cl.KindsServed), c.src.ClusterServer)
+		gauge(descClusterObjects, float64(objects), c.src.ClusterServer, c.src.ClusterName)
+		gauge(descClusterAPIs, float64(cl.KindsServed), c.src.ClusterServer, c.src.ClusterName)
 	}
 	if c.src.Others != nil {
 		for _, cl := range c.src.Others() {
@@ -138,8 +142,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				objects += k.Objects
 			}
 			gauge(descClusterInfo, 1, cl.Server, cl.K8sVersion, cl.Name)
-			gauge(descClusterObjects, float64(objects), cl.Server)
-			gauge(descClusterAPIs, float64(cl.KindsServed), cl.Server)
+			gauge(descClusterObjects, float64(objects), cl.Server, cl.Name)
+			gauge(descClusterAPIs, float64(cl.KindsServed), cl.Server, cl.Name)
 		}
 	}
 	if c.src.Hub != nil {

@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,8 +36,8 @@ var argoFamilies = map[string]struct {
 	"argocd_app_sync_total":               {dto.MetricType_COUNTER, []string{"dest_server", "name", "namespace", "phase", "project"}},
 	"argocd_app_reconcile":                {dto.MetricType_HISTOGRAM, []string{"dest_server", "namespace"}},
 	"argocd_cluster_info":                 {dto.MetricType_GAUGE, []string{"k8s_version", "name", "server"}},
-	"argocd_cluster_api_resource_objects": {dto.MetricType_GAUGE, []string{"server"}},
-	"argocd_cluster_api_resources":        {dto.MetricType_GAUGE, []string{"server"}},
+	"argocd_cluster_api_resource_objects": {dto.MetricType_GAUGE, []string{"name", "server"}},
+	"argocd_cluster_api_resources":        {dto.MetricType_GAUGE, []string{"name", "server"}},
 }
 
 // fleetStore folds the projection's golden fleet.
@@ -327,5 +328,37 @@ func TestClusterSeriesPerCluster(t *testing.T) {
 	}
 	if len(got) != 2 || got["in-cluster"] != "https://kubernetes.default.svc v1.37.2" || got["staging"] != "https://staging:6443 v1.36.1" {
 		t.Errorf("argocd_cluster_info: %v", got)
+	}
+}
+
+// TestClustersSharingAnAddress: two clusters of one API server (the same
+// address under two names) each have their series, and the scrape answers.
+func TestClustersSharingAnAddress(t *testing.T) {
+	m := New(Sources{
+		Cluster:       func() Cluster { return Cluster{Ready: true, KindsServed: 2, Kinds: []Kind{{Name: "App", Objects: 1}}} },
+		ClusterServer: "https://10.0.0.1:6443", ClusterName: "in-cluster",
+		Others: func() []Cluster {
+			return []Cluster{
+				{Server: "https://10.0.0.1:6443", Name: "alias-1", KindsServed: 3, Kinds: []Kind{{Name: "App", Objects: 4}}},
+				{Server: "https://10.0.0.1:6443", Name: "alias-2", KindsServed: 5, Kinds: []Kind{{Name: "App", Objects: 6}}},
+			}
+		},
+	})
+	fams := scrape(t, m)
+	for family, want := range map[string]map[string]float64{
+		"argocd_cluster_api_resource_objects": {"in-cluster": 1, "alias-1": 4, "alias-2": 6},
+		"argocd_cluster_api_resources":        {"in-cluster": 2, "alias-1": 3, "alias-2": 5},
+	} {
+		got := map[string]float64{}
+		for _, s := range fams[family].GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "name" {
+					got[lp.GetValue()] = s.GetGauge().GetValue()
+				}
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s by name: %v, want %v", family, got, want)
+		}
 	}
 }
