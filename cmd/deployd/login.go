@@ -167,8 +167,14 @@ func runLogin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		loginPage(w, http.StatusOK, "Signed in to deployd at "+c.server+". You can close this tab and return to the terminal.")
 		finish(result{tok: tok})
 	})}
-	go srv.Serve(ln) // returns when srv is closed below
-	defer srv.Close()
+	go srv.Serve(ln) // returns when srv is shut down below
+	// Shutdown, not Close: the page that says the sign-in is done may still
+	// be on its way to the browser when the result arrives here.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
 
 	fmt.Fprintf(stderr, "To sign in to %s, open this URL in a browser:\n\n  %s\n\n", c.server, authURL)
 	if !*noBrowser {
