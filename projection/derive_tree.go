@@ -71,7 +71,7 @@ func (s *Store) buildTree(ae *entry) ([]*NodeInfo, []int32) {
 		depth1 = append(depth1, ce)
 	}
 	if ao.UID != "" {
-		for _, ce := range s.children[ao.UID] {
+		for _, ce := range s.children[uidKey{ns, ao.UID}] {
 			add1(ce)
 		}
 	}
@@ -127,7 +127,7 @@ func (s *Store) ownedBy(owner *entry, kind Kind) []*entry {
 		return nil
 	}
 	out := s.scratch.owned[:0]
-	for _, ce := range s.children[uid] {
+	for _, ce := range s.children[uidKey{owner.key.Namespace, uid}] {
 		if ce.key.Kind != kind || ce.key.Namespace != owner.key.Namespace || ce.mark == s.gen {
 			continue
 		}

@@ -54,7 +54,10 @@ func (a *App) versionTag(digest uint64) string {
 	if a.cfg == nil || len(a.cfg.Clusters) == 0 {
 		b = strconv.AppendUint(b, a.ResourceVersion, 10)
 	} else {
-		b = ZeroPosition(a.cfg.ClusterNames()).With(a.ClusterIndex(), a.ResourceVersion).Append(b)
+		// Its own cluster's part alone: the others are 0.
+		b = append(b, a.cfg.ClusterNames()[a.ClusterIndex()]...)
+		b = append(b, '=')
+		b = strconv.AppendUint(b, a.ResourceVersion, 10)
 	}
 	return appendDigest(b, digest)
 }
@@ -69,7 +72,7 @@ func appendDigest(b []byte, digest uint64) string {
 // fold into digest (FoldDigest): the same on every replica for the same
 // answer. Its position is what precedes the last '-'.
 func ListTag(pos Position, digest uint64) string {
-	return appendDigest(pos.Append(make([]byte, 0, 40)), digest)
+	return appendDigest(pos.AppendID(make([]byte, 0, 40)), digest)
 }
 
 // FoldDigest folds a row's Application digest into a list's: equal lists

@@ -96,6 +96,8 @@ type Store struct {
 	snap atomic.Pointer[Snapshot]
 	rev  uint64
 	pos  Position // the newest resourceVersion folded of each cluster (Snapshot.Position)
+	// book keeps the compact ids of the positions (nil with one cluster).
+	book *Book
 	// rvs are pos's parts as the fold moves them; pos is made of them
 	// once per Apply.
 	rvs []uint64
@@ -110,7 +112,7 @@ type Store struct {
 	// same UIDs (one restored from the other's etcd), which their
 	// qualified namespaces tell apart.
 	byUID    map[uidKey]*entry
-	children map[string][]*entry // owner uid → objects naming it as owner
+	children map[uidKey][]*entry // (namespace, owner uid) → objects of that namespace naming it as owner
 	names    map[nsName][]*entry // depth-1 kinds by namespace and name
 	pods     podIndex
 
@@ -201,7 +203,7 @@ func NewStore(cfg Config) *Store {
 		objects:     make(map[ObjectKey]*entry),
 		nsNames:     make(map[string]string),
 		byUID:       make(map[uidKey]*entry),
-		children:    make(map[string][]*entry),
+		children:    make(map[uidKey][]*entry),
 		names:       make(map[nsName][]*entry),
 		pods:        newPodIndex(),
 		rows:        make(map[AppKey]*appRow),
@@ -214,9 +216,20 @@ func NewStore(cfg Config) *Store {
 		dirtySites:  make(map[string]struct{}),
 		dirtyCDs:    make(map[AppKey]struct{}),
 	}
+	if len(cfg.names) > 1 {
+		s.book = NewBook(cfg.names, bookSize)
+	}
 	s.snap.Store(emptySnapshot(cfg))
 	return s
 }
+
+// bookSize is how many positions of compact ids a Store's Book keeps: a
+// fold makes at most one per Apply, and the resume ring covers minutes.
+const bookSize = 8192
+
+// Positions is the Book of the compact ids of the store's positions, nil
+// with one cluster.
+func (s *Store) Positions() *Book { return s.book }
 
 // Snapshot returns the current immutable snapshot. Safe for any goroutine.
 func (s *Store) Snapshot() *Snapshot { return s.snap.Load() }
@@ -238,6 +251,7 @@ func (s *Store) Apply(changes ...Change) ([]Delta, error) {
 	for i, rv := range s.rvs {
 		if rv != s.pos.Of(i) || (s.cfg.names != nil && s.unreachable[i] != s.pos.Down(i)) {
 			s.pos = positionOf(s.cfg.names, s.rvs, s.unreachable)
+			s.pos.v.book = s.book
 			break
 		}
 	}

@@ -28,7 +28,7 @@ func (s *Store) markAffected(e *entry) {
 	}
 	s.walkUp(e, 0)
 	if o.UID != "" {
-		for _, ce := range s.children[o.UID] {
+		for _, ce := range s.children[uidKey{e.key.Namespace, o.UID}] {
 			s.markRows(ce)
 		}
 	}

@@ -27,7 +27,8 @@ func (s *Store) link(e *entry, old *NodeInfo) {
 	if prev == nil || !sameOwners(prev.Owners, o.Owners) {
 		for _, ow := range o.Owners {
 			if ow.UID != "" {
-				s.children[ow.UID] = append(s.children[ow.UID], e)
+				ck := uidKey{key.Namespace, ow.UID}
+				s.children[ck] = append(s.children[ck], e)
 			}
 		}
 	}
@@ -55,7 +56,7 @@ func (s *Store) link(e *entry, old *NodeInfo) {
 	}
 	// An owner arriving adopts the pods that were waiting for it.
 	if !sameUID && o.UID != "" && (key.Kind == KindReplicaSet || key.Kind == KindStatefulSet) {
-		for _, ce := range s.children[o.UID] {
+		for _, ce := range s.children[uidKey{key.Namespace, o.UID}] {
 			if ce.key.Kind == KindPod {
 				s.pods.refresh(s, ce)
 			}
@@ -76,10 +77,11 @@ func (s *Store) unlink(e *entry, next *Object) {
 			if ow.UID == "" {
 				continue
 			}
-			if list := removeEntry(s.children[ow.UID], e); len(list) == 0 {
-				delete(s.children, ow.UID)
+			ck := uidKey{key.Namespace, ow.UID}
+			if list := removeEntry(s.children[ck], e); len(list) == 0 {
+				delete(s.children, ck)
 			} else {
-				s.children[ow.UID] = list
+				s.children[ck] = list
 			}
 		}
 	}
@@ -111,7 +113,7 @@ func (s *Store) unlink(e *entry, next *Object) {
 	}
 	// An owner leaving orphans its pods.
 	if !sameUID && o.UID != "" && (key.Kind == KindReplicaSet || key.Kind == KindStatefulSet) {
-		for _, ce := range s.children[o.UID] {
+		for _, ce := range s.children[uidKey{key.Namespace, o.UID}] {
 			if ce.key.Kind == KindPod {
 				s.pods.refresh(s, ce)
 			}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Position is where the fold stands in each cluster's order: per cluster,
@@ -29,6 +30,11 @@ type posVec struct {
 	// has not answered, 0 while it answers; nil when every one answers
 	// (and always with one cluster).
 	down []int64
+	// book keeps the compact ids given of this position and those made
+	// from it (nil: ids are written whole); id is its id once worked out
+	// ("" when it is written whole).
+	book *Book
+	id   atomic.Pointer[string]
 }
 
 func newPosVec(names []string) *posVec {
@@ -83,6 +89,7 @@ func (p Position) clone(names []string) *posVec {
 	}
 	v := newPosVec(names)
 	if p.v != nil {
+		v.book = p.v.book
 		copy(v.rv, p.v.rv)
 		if p.v.down != nil && v.names != nil {
 			v.down = make([]int64, len(v.rv))
@@ -165,6 +172,14 @@ func (p Position) Saw(q Position, i int) bool {
 // First is the first cluster's part.
 func (p Position) First() uint64 { return p.Of(0) }
 
+// book is the Book p's ids are kept in, nil for none.
+func (p Position) book() *Book {
+	if p.v == nil {
+		return nil
+	}
+	return p.v.book
+}
+
 // names are the clusters' names (nil with one cluster).
 func (p Position) names() []string {
 	if p.v == nil {
@@ -224,6 +239,9 @@ func (p Position) Max(q Position) Position {
 		names = q.names()
 	}
 	v := newPosVec(names)
+	if v.book = p.book(); v.book == nil {
+		v.book = q.book()
+	}
 	for i := range v.rv {
 		from := p
 		if q.Of(i) > p.Of(i) {
@@ -323,8 +341,9 @@ func (p Position) Append(b []byte) []byte {
 // String is the position's written form.
 func (p Position) String() string { return string(p.Append(nil)) }
 
-// maxPositionLen bounds a written position a client sends.
-const maxPositionLen = 4096
+// maxPositionLen bounds a written position a client sends: the full
+// form of a thousand clusters with short names.
+const maxPositionLen = 64 << 10
 
 // ParsePosition reads a written position against the clusters of names
 // (the configuration's, the first's first): a decimal is the first
@@ -354,6 +373,16 @@ func ParsePosition(s string, names []string) (Position, error) {
 		}
 		return zero.With(0, rv), nil
 	}
+	var v *posVec // the parts read so far, made on the first known cluster
+	var index map[string]int
+	if len(names) > 8 {
+		index = make(map[string]int, len(names))
+		for i, n := range names {
+			if _, dup := index[n]; !dup {
+				index[n] = i
+			}
+		}
+	}
 	p := zero
 	for part := range strings.SplitSeq(s, ",") {
 		name, num, ok := strings.Cut(strings.TrimSpace(part), "=")
@@ -377,11 +406,37 @@ func ParsePosition(s string, names []string) (Position, error) {
 			}
 			continue // without names, no part is known to be the one cluster's
 		}
-		for i, n := range names {
-			if n == name {
-				p = p.With(i, rv).WithDown(i, int64(since))
+		i := -1
+		if index != nil {
+			if at, ok := index[name]; ok {
+				i = at
+			}
+		} else {
+			for at, n := range names {
+				if n == name {
+					i = at
+					break
+				}
 			}
 		}
+		if i < 0 {
+			continue
+		}
+		if v == nil {
+			v = newPosVec(names)
+		}
+		v.rv[i] = rv
+		if since != 0 {
+			if v.down == nil {
+				v.down = make([]int64, len(v.rv))
+			}
+			v.down[i] = int64(since)
+		} else if v.down != nil {
+			v.down[i] = 0
+		}
+	}
+	if v != nil {
+		p = Position{v}
 	}
 	return p, nil
 }
