@@ -76,8 +76,10 @@ func (e Entry) NamespaceMap(def projection.Namespaces) projection.Namespaces {
 	return ns
 }
 
-// MaxClusters bounds the clusters a file may add.
-const MaxClusters = 255
+// MaxClusters bounds the clusters a file may add: twice the 500 of the
+// largest fleet measured (BENCHMARKS.md, "At Argo CD's largest scale").
+// A row keeps its cluster's index in 16 bits (projection.Delta).
+const MaxClusters = 1000
 
 // ErrClustersFile marks an error of the clusters file.
 var ErrClustersFile = errors.New("DEPLOY_CLUSTERS_FILE")

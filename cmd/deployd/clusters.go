@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,14 @@ type clusterSet struct {
 	watchers []*cluster.Watcher
 	// ready latches once every cluster that answers has synced.
 	ready atomic.Bool
+
+	// last is the status last worked out, at and in how long: a look
+	// at hundreds of clusters costs milliseconds, so an answer is reused
+	// for ten times as long as it took, at most statusReuse (status).
+	mu       sync.Mutex
+	last     handlers.ClusterStatus
+	lastAt   time.Time
+	lastCost time.Duration
 }
 
 func newClusterSet(pcfg projection.Config, first *cluster.Watcher, others []*cluster.Watcher) *clusterSet {
@@ -99,6 +108,23 @@ func (f *clusterSet) status() handlers.ClusterStatus {
 	if !f.several() {
 		return clusterStatus(f.watchers[0])()
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now := time.Now(); !f.lastAt.IsZero() && now.Sub(f.lastAt) < min(10*f.lastCost, statusReuse) {
+		return f.last
+	}
+	began := time.Now()
+	f.last = f.look()
+	f.lastAt, f.lastCost = time.Now(), time.Since(began)
+	return f.last
+}
+
+// statusReuse bounds how long a status is reused: what readiness and the
+// health route may lag behind the clusters.
+const statusReuse = 200 * time.Millisecond
+
+// look works the status of every cluster out.
+func (f *clusterSet) look() handlers.ClusterStatus {
 	var out handlers.ClusterStatus
 	synced, waiting := 0, ""
 	for i, w := range f.watchers {
