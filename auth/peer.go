@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -272,4 +273,40 @@ func (p *Peering) CheckAnswer(nonce string, status int, body []byte, proof strin
 
 func answerText(nonce string, status int, body []byte) string {
 	return nonce + "\n" + fmt.Sprint(status) + "\n" + BodyDigest(body)
+}
+
+// LookupHeader carries a replica's proof on a question it asks its peers
+// (the position a compact stream id names): "<unix ms>.<mac>".
+const LookupHeader = "X-Deployd-Peer"
+
+// SignLookup is the LookupHeader of a question about what (the path
+// asked): the time and an HMAC over both, with the key forwards use.
+func (p *Peering) SignLookup(what string) (string, error) {
+	if err := p.Ready(); err != nil {
+		return "", err
+	}
+	ms := strconv.FormatInt(p.now().UnixMilli(), 10)
+	return ms + "." + base64.RawURLEncoding.EncodeToString(p.mac("lookup", ms+"\n"+what)), nil
+}
+
+// VerifyLookup checks the LookupHeader of a question about what: signed
+// by a replica and within ForwardWindow of this one's clock. A question
+// changes nothing, so one seen twice is answered twice.
+func (p *Peering) VerifyLookup(header, what string) error {
+	if err := p.Ready(); err != nil {
+		return err
+	}
+	ms, mac, ok := strings.Cut(header, ".")
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil {
+		return refuse("%s is not a replica's: want <unix ms>.<signature>", LookupHeader)
+	}
+	got, err := base64.RawURLEncoding.DecodeString(mac)
+	if err != nil || !hmac.Equal(got, p.mac("lookup", ms+"\n"+what)) {
+		return refuse("%s does not verify: the replicas do not share DEPLOY_COOKIE_KEY", LookupHeader)
+	}
+	if d := p.now().Sub(time.UnixMilli(at)); d > ForwardWindow || d < -ForwardWindow {
+		return refuse("%s is %s from this replica's clock: more than %s", LookupHeader, d.Round(time.Second), ForwardWindow)
+	}
+	return nil
 }

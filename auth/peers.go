@@ -159,3 +159,27 @@ func (ps *PeerSet) resolve(ctx context.Context, host string) []string {
 	ps.mu.Unlock()
 	return addrs
 }
+
+// Bases are the peers' base URLs now: an entry naming an address as it
+// is, one naming a host once per address it resolves to (the name itself
+// while it resolves to none).
+func (ps *PeerSet) Bases(ctx context.Context) []string {
+	if ps == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ps.entries {
+		addrs := []string{e.host}
+		if e.name {
+			if r := ps.resolve(ctx, e.host); len(r) > 0 {
+				addrs = r
+			}
+		}
+		for _, a := range addrs {
+			if u := e.scheme + "://" + net.JoinHostPort(a, e.port); !slices.Contains(out, u) {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}

@@ -78,7 +78,11 @@ func (s *Server) taggedPosition(header string) projection.Position {
 		if i <= 0 {
 			continue
 		}
-		if p, err := projection.ParsePosition(tag[:i], s.clusterNames); err == nil {
+		if projection.IsID(tag[:i]) {
+			if p, ok := s.d.Positions.Held(tag[:i]); ok {
+				newest = newest.Max(p)
+			}
+		} else if p, err := projection.ParsePosition(tag[:i], s.clusterNames); err == nil {
 			newest = newest.Max(p)
 		}
 	}

@@ -146,6 +146,9 @@ type Deps struct {
 	// secrets, by cluster name; a cluster without one takes
 	// EngineWebhookSecret.
 	ClusterWebhookSecrets map[string][]byte
+	// Positions maps back the compact ids of positions of many clusters
+	// (the stream's, a list's entity tag); nil: none are given.
+	Positions *projection.Book
 	// Peering signs the requests this replica forwards to the engine's
 	// leader and verifies those forwarded to it; nil refuses both.
 	Peering *auth.Peering
@@ -218,6 +221,9 @@ func New(d Deps) *Server {
 		SameOrigin(d.PublicURL),
 	)
 	e.Use(s.front)
+	if d.Positions != nil && d.Peers != nil && d.Peering.Ready() == nil {
+		d.Positions.Lookup = s.lookupPosition
+	}
 	s.session.Register(e)
 	s.routes()
 	s.mountArgo()
@@ -297,6 +303,7 @@ func (s *Server) routes() {
 	scoped := []echo.MiddlewareFunc{RequireScope(), s.requireReady}
 
 	e.GET("/v1/deploy/health", s.health("deploy"))
+	e.GET(peerPositionsPath+":id", s.peerPosition)
 	e.GET("/v1/paas/health", s.health("paas"))
 
 	s.handle(http.MethodGet, "/v1/deploy/gitops", s.gitops, append(scoped, s.requireSuperAdmin)...)

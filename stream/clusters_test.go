@@ -39,7 +39,13 @@ func newReplica(t *testing.T, initial []projection.Change) *replica {
 // listed(the fold's position) (nil: the fold's position).
 func newReplicaWith(t *testing.T, initial []projection.Change, opts stream.Options, listed func(projection.Position) projection.Position) *replica {
 	t.Helper()
-	r := &replica{store: projection.NewStore(twoClusters())}
+	return newReplicaOf(t, projection.NewStore(twoClusters()), initial, opts, listed)
+}
+
+// newReplicaOf is newReplicaWith over store.
+func newReplicaOf(t *testing.T, store *projection.Store, initial []projection.Change, opts stream.Options, listed func(projection.Position) projection.Position) *replica {
+	t.Helper()
+	r := &replica{store: store}
 	if _, err := r.store.Apply(initial...); err != nil {
 		t.Fatal(err)
 	}

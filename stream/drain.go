@@ -21,7 +21,8 @@ var (
 )
 
 // drainFrame is the last frame queued to a live applications stream the
-// drain ends: a comment.
+// drain ends: a comment; with several clusters it carries the stream's id
+// written whole (no compact id).
 var drainFrame = []byte(": drain\n\n")
 
 // finishPoll is how often a stream being finished is checked for having
@@ -140,9 +141,16 @@ func (h *Hub) drainApplications(s *subscriber, cause error, cut <-chan struct{})
 			return true // cut off: its queue was full
 		}
 	}
+	frame := drainFrame
+	if h.pos.Len() > 1 && s.after <= h.ring.last() && h.pos.Covers(s.afterPos) {
+		// It carries the heartbeat's id written whole: the client resumes
+		// on a replica that may hold none of this one's compact ids.
+		frame = append([]byte("id: "), h.pos.Max(s.afterPos).WithMarksOf(s.afterPos).Append(nil)...)
+		frame = append(append(frame, '\n'), drainFrame...)
+	}
 	h.unjoin(s)
 	s.mu.Lock()
-	s.pending = append(s.pending, drainFrame)
+	s.pending = append(s.pending, frame)
 	s.mu.Unlock()
 	go h.finish(s, cut)
 	return true

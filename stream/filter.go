@@ -49,6 +49,10 @@ type Request struct {
 	// LastEventID resumes after the last event a client received (0:
 	// none). It wins over ResourceVersion: it is the newer position.
 	LastEventID projection.Position
+	// LastEventRef is the Last-Event-ID when it is a compact id
+	// (projection.Position.AppendID); the hub maps it back to LastEventID,
+	// and resets a client whose id no replica holds.
+	LastEventRef string
 	// Expiry ends the stream when the caller's credential expires (zero:
 	// never).
 	Expiry time.Time
@@ -79,7 +83,12 @@ func ParseRequest(r *http.Request, clusters []string) (Request, error) {
 	} else if req.ResourceVersion, err = ParseResourceVersion(rv, clusters); err != nil {
 		return Request{}, err
 	}
-	if req.LastEventID, err = ParseLastEventID(r.Header.Get("Last-Event-ID"), clusters); err != nil {
+	if id := strings.TrimSpace(r.Header.Get("Last-Event-ID")); projection.IsID(id) {
+		if err := projection.CheckID(id); err != nil {
+			return Request{}, fmt.Errorf("Last-Event-ID %s is not an event id of this stream: %w; reconnect without it to start over", quoteShort(id), err)
+		}
+		req.LastEventRef = id
+	} else if req.LastEventID, err = ParseLastEventID(id, clusters); err != nil {
 		return Request{}, err
 	}
 	return req, nil

@@ -44,6 +44,10 @@ type Options struct {
 	// so a stream resuming from a position the ring does not cover (older
 	// than this process, or than the ring) catches up without a reset.
 	History History
+	// Positions maps back the compact ids of positions of many clusters
+	// (projection.Store.Positions); nil with one cluster, or when ids are
+	// written whole.
+	Positions *projection.Book
 	// Clock defaults to the system clock.
 	Clock Clock
 	// Logger defaults to discarding.

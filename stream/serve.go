@@ -61,14 +61,23 @@ func (h *Hub) ServeApplications(w http.ResponseWriter, r *http.Request, req Requ
 // the cluster's history; catch-up from the ring; then live frames from the
 // subscriber's queue.
 func (h *Hub) stream(ctx context.Context, out *eventWriter, s *subscriber, spec *view, req Request) {
+	forgotten := false // a compact id no replica holds: the client is reset
+	if req.LastEventRef != "" {
+		if p, ok := h.opts.Positions.Resolve(ctx, req.LastEventRef); ok {
+			req.LastEventID = p
+		} else {
+			forgotten = true
+			h.log.Info("stream resumed from a compact id no replica holds: it is reset", "id", req.LastEventRef)
+		}
+	}
 	pos := req.LastEventID
-	if pos.IsZero() {
+	if pos.IsZero() && !forgotten {
 		pos = req.ResourceVersion
 	}
 	var rev uint64                // the revision replayed from
 	var after projection.Position // the position the client holds
-	burst, reset := pos.IsZero(), false
-	if !burst {
+	burst, reset := pos.IsZero() && !forgotten, forgotten
+	if !burst && !reset {
 		var ok bool
 		if rev, ok = h.resumable(ctx, pos); ok {
 			after = pos

@@ -124,7 +124,7 @@ func appendID(b []byte, pos projection.Position) []byte {
 		return b
 	}
 	b = append(b, "id: "...)
-	b = pos.Append(b)
+	b = pos.AppendID(b)
 	return append(b, '\n')
 }
 

@@ -108,7 +108,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		rs = nil
 	}
 	p.releases = rs
-	hopts := stream.Options{Logger: cfg.Log}
+	hopts := stream.Options{Logger: cfg.Log, Positions: p.store.Positions()}
 	if cfg.History {
 		hopts.History = fleetHistory{f: p.clusters, store: p.store}
 	}
@@ -145,6 +145,7 @@ func newPlane(ctx context.Context, cfg planeConfig) *plane {
 		Events:      cfg.Watcher,
 		Writer:      cfg.Watcher,
 		Hub:         p.hub,
+		Positions:   p.store.Positions(),
 		Auth:        p.auth,
 		PublicURL:   cfg.Auth.PublicURL,
 		ClusterName: cfg.ClusterName,

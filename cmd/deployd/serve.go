@@ -168,6 +168,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			closeAll()
 			return err
 		}
+	} else if peers, err = auth.ParsePeers(os.Getenv("DEPLOY_PEERS")); err != nil {
+		closeAll()
+		return fmt.Errorf("DEPLOY_PEERS: %w", err)
+	} else if peers != nil {
+		// No engine: the peers are asked only for the positions of the
+		// compact ids of a stream that moved between replicas.
+		if peering, err = auth.NewPeering(authCfg.CookieKey, engine.NewIdentity(), nil); err != nil {
+			closeAll()
+			return err
+		}
 	}
 	var eng handlers.Engine // nil, not a nil *engine.Engine, when disabled
 	if engEnv.Enabled {
