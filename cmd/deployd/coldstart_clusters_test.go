@@ -139,6 +139,10 @@ type serveSetup struct {
 	name, kubeconfig string
 	file             string // the set-up in file names
 	clustersFile     string // "" for one cluster
+	// addr is where it listens ("": a free port); env is more of its
+	// environment.
+	addr string
+	env  []string
 }
 
 // listTokens are the bearer tokens the lists are taken with.
@@ -183,13 +187,17 @@ func startServe(b *testing.B, bin string, s serveSetup, m *mockoidc.MockOIDC) *s
 // it is ready; it fails when the process exits first.
 func tryServe(b *testing.B, bin string, s serveSetup, m *mockoidc.MockOIDC) (*serveProc, error) {
 	b.Helper()
-	addr, maddr := freeAddr(b), freeAddr(b)
+	addr, maddr := s.addr, freeAddr(b)
+	if addr == "" {
+		addr = freeAddr(b)
+	}
 	p := &serveProc{base: "http://" + addr, metrics: "http://" + maddr, logs: &authtest.LogBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--metrics-listen", maddr, "--kubeconfig", s.kubeconfig)
 	cmd.Env = append(os.Environ(), "LOG_LEVEL=info", "DEPLOY_PPROF=true", "DEPLOY_PUBLIC_URL="+p.base,
 		"DEPLOY_CLUSTERS_FILE="+s.clustersFile,
 		"IAM_ENDPOINT="+m.Issuer(), "DEPLOY_IAM_CLIENT_ID="+m.ClientID, "DEPLOY_IAM_CLIENT_SECRET="+m.ClientSecret)
+	cmd.Env = append(cmd.Env, s.env...)
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

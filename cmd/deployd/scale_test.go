@@ -116,6 +116,21 @@ func BenchmarkServeScale(b *testing.B) {
 		details = append(details, d)
 	}
 
+	if clustertest.EnvInt(b, "DEPLOYD_SCALE_RESUME", 1) == 1 {
+		var names []string
+		for a := range fleetApps(apps, replicas) {
+			names = append(names, a)
+		}
+		f := resumeAcrossReplicas(b, bin, setup, m, tokens.admin, apis, clusters, names[len(names)-2:])
+		b.Logf("resume across two replicas: first stream's list %d events, its id %d bytes (the position written whole: %d); %d events missed while away, resumed on the other replica in %s, reset %v, %d sent twice",
+			f.burst, f.idBytes, f.fullBytes, f.missed, f.resumed.Round(time.Millisecond), f.reset, f.duplicates)
+		if f.reset || f.duplicates > 0 || f.idBytes > 64 {
+			b.Errorf("resume across replicas: reset %v, %d events sent twice, id of %d bytes: want no reset, none twice, a compact id", f.reset, f.duplicates, f.idBytes)
+		}
+		b.ReportMetric(msf(f.resumed), "resume-ms")
+		b.ReportMetric(float64(f.idBytes), "id-bytes")
+	}
+
 	med := func(f func(serveRun) float64) float64 {
 		v := make([]float64, len(runs))
 		for i, r := range runs {

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/projection"
+)
+
+// scaleCookieKey is the key the two replicas of the resume share
+// (DEPLOY_COOKIE_KEY): it signs their questions to each other.
+const scaleCookieKey = "9c2e4a6b8d0f1e3c5a7b9d1f3e5c7a9b2d4f6e8a0c1e3b5d7f9a2c4e6b8d0f1e"
+
+// resumeFigures are what the resume across replicas measured.
+type resumeFigures struct {
+	burst      int           // events of the first stream's initial list
+	idBytes    int           // the stream's id as sent
+	fullBytes  int           // the same position written whole
+	missed     int           // events of the change made while the client was away
+	resumed    time.Duration // from the reconnection to the last of them
+	reset      bool
+	duplicates int // events of the change it had seen, sent again
+}
+
+// resumeAcrossReplicas starts two replicas over the clusters, peers of
+// each other, and moves one client between them: it streams from the
+// first, sees a change of one App of a real server (an event in each of
+// its aliases), goes away, another App changes, and it comes back to the
+// second with its last id. The second holds none of the first's compact
+// ids: it asks its peer, and must replay exactly the change the client
+// missed, with no reset and nothing it had.
+func resumeAcrossReplicas(b *testing.B, bin string, setup serveSetup, m *mockoidc.MockOIDC, token string, apis []*clustertest.Cluster, aliases int, apps []string) resumeFigures {
+	b.Helper()
+	addrA, addrB := freeAddr(b), freeAddr(b)
+	env := []string{"DEPLOY_COOKIE_KEY=" + scaleCookieKey, "DEPLOY_PEERS=http://" + addrA + ",http://" + addrB}
+	setup.addr, setup.env = addrA, env
+	a := startServe(b, bin, setup, m)
+	defer a.stop()
+	setup.addr = addrB
+	rb := startServe(b, bin, setup, m)
+	defer rb.stop()
+
+	var f resumeFigures
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	s := openScaleStream(ctx, b, a.base, token, "")
+	for {
+		ev := s.next(b)
+		if ev.id != "" {
+			f.idBytes = len(ev.id)
+			s.lastID = ev.id
+			break
+		}
+		if ev.data != "" {
+			f.burst++
+		}
+	}
+	f.fullBytes = len(scalePosition(b, a.base, token, appName(apps[0])))
+
+	// Each change is an App's label in one real server: one event in each
+	// of that server's aliases (and the first cluster when it is server 0).
+	seenApp, missedApp := apps[0], apps[1]
+	per := aliasesOf(1, len(apis), aliases)
+	patchApp(ctx, b, apis[1], seenApp, "bench-seen")
+	for got := 0; got < per || s.lastID == "" || s.pendingData; {
+		ev := s.next(b)
+		if ev.data != "" {
+			s.pendingData = true
+			if strings.Contains(ev.data, `"name":"`+appName(seenApp)+`"`) {
+				got++
+			}
+		}
+		if ev.id != "" {
+			s.lastID, s.pendingData = ev.id, false
+		}
+	}
+	s.close()
+	id := s.lastID
+
+	patchApp(ctx, b, apis[2], missedApp, "bench-missed")
+	perMissed := aliasesOf(2, len(apis), aliases)
+	// Wait until the second replica folded the change, so the time below
+	// is the resume's, not the watch's.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(string(getBody(b, rb.base+"/api/v1/applications/"+appName(missedApp)+"?appNamespace="+appNS(missedApp)+"."+scaleAlias(2), token)), `"bench-missed"`) {
+		if time.Now().After(deadline) {
+			b.Fatal("the second replica did not fold the change within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	began := time.Now()
+	s = openScaleStream(ctx, b, rb.base, token, id)
+	for f.missed < perMissed {
+		ev := s.next(b)
+		switch {
+		case ev.event == "reset":
+			f.reset = true
+			return f
+		case strings.Contains(ev.data, `"name":"`+appName(missedApp)+`"`):
+			f.missed++
+		case strings.Contains(ev.data, `"name":"`+appName(seenApp)+`"`):
+			f.duplicates++
+		}
+	}
+	f.resumed = time.Since(began)
+	// Anything more within a moment would be sent twice.
+	s.deadline(2 * time.Second)
+	for {
+		ev, ok := s.tryNext()
+		if !ok {
+			break
+		}
+		if strings.Contains(ev.data, `"name":"`+appName(seenApp)+`"`) || strings.Contains(ev.data, `"name":"`+appName(missedApp)+`"`) {
+			f.duplicates++
+		}
+	}
+	s.close()
+	return f
+}
+
+// aliasesOf is how many of the clusters are of server i (cluster c is of
+// server c % servers).
+func aliasesOf(i, servers, clusters int) int {
+	n := 0
+	for c := range clusters {
+		if c%servers == i {
+			n++
+		}
+	}
+	return n
+}
+
+func appNS(a string) string   { ns, _, _ := strings.Cut(a, "/"); return ns }
+func appName(a string) string { _, n, _ := strings.Cut(a, "/"); return n }
+
+// patchApp sets the image tag of App a ("namespace/name") of c to v.
+func patchApp(ctx context.Context, b *testing.B, c *clustertest.Cluster, a, v string) {
+	b.Helper()
+	patch := fmt.Sprintf(`{"spec":{"image":{"tag":%q}}}`, v)
+	if _, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(appNS(a)).Patch(ctx, appName(a), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		b.Fatalf("patch App %s: %v", a, err)
+	}
+}
+
+// scalePosition is the metadata.resourceVersion of a list (of the Apps
+// named name): the position written whole.
+func scalePosition(b *testing.B, base, token, name string) string {
+	b.Helper()
+	body := string(getBody(b, base+"/api/v1/applications?name="+name, token))
+	_, rest, ok := strings.Cut(body, `"resourceVersion":"`)
+	if !ok {
+		b.Fatalf("no resourceVersion in the list: %.200s", body)
+	}
+	pos, _, _ := strings.Cut(rest, `"`)
+	return pos
+}
+
+// getBody GETs url with token and returns its body; anything but 200
+// fails.
+func getBody(b *testing.B, url, token string) []byte {
+	b.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	if _, err := bufio.NewReader(resp.Body).WriteTo(&sb); err != nil {
+		b.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("GET %s: %s %.200s", url, resp.Status, sb.String())
+	}
+	return []byte(sb.String())
+}
+
+// scaleStream is one applications stream, read frame by frame.
+type scaleStream struct {
+	resp        *http.Response
+	rd          *bufio.Reader
+	lastID      string
+	pendingData bool // events since the last id
+	frames      chan scaleEvent
+	timeout     <-chan time.Time
+}
+
+type scaleEvent struct{ id, event, data string }
+
+func openScaleStream(ctx context.Context, b *testing.B, base, token, lastID string) *scaleStream {
+	b.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/deploy/stream/applications", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		b.Fatalf("stream from %s: %s", base, resp.Status)
+	}
+	s := &scaleStream{resp: resp, rd: bufio.NewReaderSize(resp.Body, 1<<20), lastID: lastID, frames: make(chan scaleEvent, 1024)}
+	go func() {
+		defer close(s.frames)
+		var ev scaleEvent
+		for {
+			line, err := s.rd.ReadString('\n')
+			if err != nil {
+				return
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case line == "":
+				if ev != (scaleEvent{}) {
+					s.frames <- ev
+				}
+				ev = scaleEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[6:]
+			}
+		}
+	}()
+	return s
+}
+
+func (s *scaleStream) next(b *testing.B) scaleEvent {
+	b.Helper()
+	select {
+	case ev, ok := <-s.frames:
+		if !ok {
+			b.Fatal("the stream ended")
+		}
+		return ev
+	case <-time.After(2 * time.Minute):
+		b.Fatal("no frame within 2 minutes")
+	}
+	return scaleEvent{}
+}
+
+func (s *scaleStream) deadline(d time.Duration) { s.timeout = time.After(d) }
+
+func (s *scaleStream) tryNext() (scaleEvent, bool) {
+	select {
+	case ev, ok := <-s.frames:
+		return ev, ok
+	case <-s.timeout:
+		return scaleEvent{}, false
+	}
+}
+
+func (s *scaleStream) close() { s.resp.Body.Close() }
