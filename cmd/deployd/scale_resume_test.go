@@ -54,7 +54,7 @@ func resumeAcrossReplicas(b *testing.B, bin string, setup serveSetup, m *mockoid
 	var f resumeFigures
 	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
 	defer cancel()
-	s := openScaleStream(ctx, b, a.base, token, "")
+	s := openScaleStream(ctx, b, a.base, "", token, "")
 	for {
 		ev := s.next(b)
 		if ev.id != "" {
@@ -100,7 +100,7 @@ func resumeAcrossReplicas(b *testing.B, bin string, setup serveSetup, m *mockoid
 		time.Sleep(50 * time.Millisecond)
 	}
 	began := time.Now()
-	s = openScaleStream(ctx, b, rb.base, token, id)
+	s = openScaleStream(ctx, b, rb.base, "", token, id)
 	for f.missed < perMissed {
 		ev := s.next(b)
 		switch {
@@ -147,10 +147,18 @@ func appName(a string) string { _, n, _ := strings.Cut(a, "/"); return n }
 // patchApp sets the image tag of App a ("namespace/name") of c to v.
 func patchApp(ctx context.Context, b *testing.B, c *clustertest.Cluster, a, v string) {
 	b.Helper()
+	if err := tagApp(ctx, c, a, v); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// tagApp is patchApp for any goroutine.
+func tagApp(ctx context.Context, c *clustertest.Cluster, a, v string) error {
 	patch := fmt.Sprintf(`{"spec":{"image":{"tag":%q}}}`, v)
 	if _, err := c.Dynamic().Resource(projection.KindApp.GVR()).Namespace(appNS(a)).Patch(ctx, appName(a), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		b.Fatalf("patch App %s: %v", a, err)
+		return fmt.Errorf("patch App %s: %w", a, err)
 	}
+	return nil
 }
 
 // scalePosition is the metadata.resourceVersion of a list (of the Apps
@@ -199,9 +207,15 @@ type scaleStream struct {
 
 type scaleEvent struct{ id, event, data string }
 
-func openScaleStream(ctx context.Context, b *testing.B, base, token, lastID string) *scaleStream {
+// openScaleStream opens the applications stream of base (with query, when
+// not "") as token, resuming from lastID when it is not "".
+func openScaleStream(ctx context.Context, b *testing.B, base, query, token, lastID string) *scaleStream {
 	b.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/deploy/stream/applications", nil)
+	u := base + "/v1/deploy/stream/applications"
+	if query != "" {
+		u += "?" + query
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)

@@ -35,6 +35,18 @@ import (
 // each DEPLOYD_SCALE_REQUESTS times (default 100) one at a time, and an App's
 // detail as often, as p50 and p99; it logs each figure's median.
 //
+// Then, as DEPLOYD_SCALE_PHASES says (default "streams,resume,idle"):
+//   - streams: DEPLOYD_SCALE_STREAMS streams (default 1,000) open on one
+//     replica while one App of a real server changes each second for
+//     DEPLOYD_SCALE_CHANGE_SECONDS (default 30), an event in each of its
+//     aliases: change → client latency, events delivered, resets, and the
+//     lists and a detail timed meanwhile (streamsUnderChanges);
+//   - resume: a stream moved between two replicas that are each other's
+//     peers resumes from its compact id (resumeAcrossReplicas);
+//   - idle: the API servers' CPU with deployd watching and doing nothing
+//     else, less theirs alone, per alias over DEPLOYD_SCALE_IDLE_SECONDS
+//     (default 60), with deployd's relists meanwhile (idleLoad).
+//
 //	make bench-scale
 func BenchmarkServeScale(b *testing.B) {
 	clusters := clustertest.EnvInt(b, "DEPLOYD_SCALE_CLUSTERS", 500)
@@ -116,11 +128,36 @@ func BenchmarkServeScale(b *testing.B) {
 		details = append(details, d)
 	}
 
-	if clustertest.EnvInt(b, "DEPLOYD_SCALE_RESUME", 1) == 1 {
-		var names []string
-		for a := range fleetApps(apps, replicas) {
-			names = append(names, a)
+	var names []string
+	for a := range fleetApps(apps, replicas) {
+		names = append(names, a)
+	}
+	slices.Sort(names)
+	phases := os.Getenv("DEPLOYD_SCALE_PHASES")
+	if phases == "" {
+		phases = "streams,resume,idle"
+	}
+	if strings.Contains(phases, "idle") {
+		window := time.Duration(clustertest.EnvInt(b, "DEPLOYD_SCALE_IDLE_SECONDS", 60)) * time.Second
+		f := idleLoad(b, bin, setup, m, apis, window)
+		b.Logf("idle watching: the servers' CPU over %s: %.2f s without deployd, %.2f s with it; %.3f ms a second per alias; deployd's relists %.0f, watch restarts %.0f",
+			window, f.base.Seconds(), f.watched.Seconds(), f.perAlias(clusters), f.relists, f.starts)
+		b.ReportMetric(f.perAlias(clusters), "api-cpu-ms/s-per-alias")
+	}
+	if strings.Contains(phases, "streams") {
+		n := clustertest.EnvInt(b, "DEPLOYD_SCALE_STREAMS", 1000)
+		secs := clustertest.EnvInt(b, "DEPLOYD_SCALE_CHANGE_SECONDS", 30)
+		f := streamsUnderChanges(b, bin, setup, m, tokens, apis, clusters, names[:2], app, n, time.Duration(secs)*time.Second, requests)
+		b.Logf("streams under changes: %s", f)
+		if f.resets > 0 || f.delivered < f.due {
+			b.Errorf("streams under changes: %d resets, %d of %d events delivered: want none reset, every event delivered", f.resets, f.delivered, f.due)
 		}
+		b.ReportMetric(msf(f.p99), "event-p99-ms")
+		b.ReportMetric(msf(f.full.p99), "streams-full-p99-ms")
+		b.ReportMetric(msf(f.tenant.p99), "streams-tenant-p99-ms")
+		b.ReportMetric(msf(f.detail.p99), "streams-detail-p99-ms")
+	}
+	if strings.Contains(phases, "resume") {
 		f := resumeAcrossReplicas(b, bin, setup, m, tokens.admin, apis, clusters, names[len(names)-2:])
 		b.Logf("resume across two replicas: first stream's list %d events, its id %d bytes (the position written whole: %d); %d events missed while away, resumed on the other replica in %s, reset %v, %d sent twice",
 			f.burst, f.idBytes, f.fullBytes, f.missed, f.resumed.Round(time.Millisecond), f.reset, f.duplicates)

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/hanzoai/deploy/cluster/clustertest"
+)
+
+// streamsFigures are what the streams under changes measured.
+type streamsFigures struct {
+	streams            int
+	changes, perChange int // real changes made, events each (one per alias)
+	due, delivered     int
+	resets             int
+	p50, p99, worst    time.Duration // change → client
+	full, gzip, tenant listFigures   // taken while the streams were open
+	detail             listFigures
+}
+
+// streamsUnderChanges opens n streams (SuperAdmins, each from the
+// position of a list, as a dashboard does after its first list) on one
+// replica, then changes one App a second for d, in turn in each real
+// server: each change is an event in each alias of that server, so about
+// clusters/servers events a second reach every stream. It measures, for
+// every event at every stream, the time from the change to its arrival,
+// counts what arrived and the resets, and times the lists and a detail
+// while the streams are open.
+func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc.MockOIDC, tokens listTokens, apis []*clustertest.Cluster, clusters int, apps []string, app listedApp, n int, d time.Duration, requests int) streamsFigures {
+	b.Helper()
+	p := startServe(b, bin, setup, m)
+	defer p.stop()
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	pos := scalePosition(b, p.base, tokens.admin, appName(apps[0]))
+	f := streamsFigures{streams: n}
+
+	// sent[k] is when change k was made; each stream notes when each of
+	// its events of change k arrived.
+	var mu sync.Mutex
+	sent := map[int]time.Time{}
+	var took []time.Duration
+	var got atomic.Int64 // events of the changes arrived, at every stream
+	var wg sync.WaitGroup
+	opened := make(chan struct{}, n)
+	for range n {
+		s := openScaleStream(ctx, b, p.base, "resourceVersion="+url.QueryEscape(pos), tokens.admin, "")
+		wg.Go(func() {
+			defer s.close()
+			opened <- struct{}{}
+			var mine []time.Duration
+			resets := 0
+			for ev := range s.frames {
+				at := time.Now()
+				if ev.event == "reset" {
+					resets++
+				}
+				_, rest, ok := strings.Cut(ev.data, `"bench-l`)
+				if !ok {
+					continue
+				}
+				num, _, _ := strings.Cut(rest, `"`)
+				k, err := strconv.Atoi(num)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				t0, ok := sent[k]
+				mu.Unlock()
+				if ok {
+					mine = append(mine, at.Sub(t0))
+					got.Add(1)
+				}
+			}
+			mu.Lock()
+			took = append(took, mine...)
+			f.resets += resets
+			mu.Unlock()
+		})
+	}
+	for range n {
+		<-opened
+	}
+	b.Logf("%d streams open from the list's position (%d bytes written whole)", n, len(pos))
+
+	// The changes, one a second, while the lists are timed.
+	changed := make(chan struct{})
+	var changeErr error
+	go func() {
+		defer close(changed)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		end := time.Now().Add(d)
+		for k := 0; time.Now().Before(end); k++ {
+			server := 1 + k%(len(apis)-1) // not server 0: the first cluster is one of its
+			a := apps[k%len(apps)]
+			mu.Lock()
+			sent[k] = time.Now()
+			mu.Unlock()
+			if err := tagApp(ctx, apis[server], a, "bench-l"+strconv.Itoa(k)); err != nil {
+				changeErr = err
+				return
+			}
+			f.changes++
+			f.due += n * aliasesOf(server, len(apis), clusters)
+			<-tick.C
+		}
+	}()
+	f.full = timeList(b, p.base, tokens.admin, false, requests)
+	f.gzip = timeList(b, p.base, tokens.admin, true, requests)
+	f.tenant = timeList(b, p.base, tokens.tenant, false, requests)
+	f.detail = timeDetail(b, p.base, tokens.admin, app, requests)
+	<-changed
+	if changeErr != nil {
+		b.Fatal(changeErr)
+	}
+	// Every event of the last change has its time to arrive (the budget is
+	// 1 s; 10 s at most), then the streams end.
+	for deadline := time.Now().Add(10 * time.Second); got.Load() < int64(f.due) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	f.perChange = clusters / len(apis)
+	f.delivered = len(took)
+	slices.Sort(took)
+	if len(took) > 0 {
+		f.p50, f.p99, f.worst = took[len(took)/2], took[len(took)*99/100], took[len(took)-1]
+	}
+	return f
+}
+
+func (f streamsFigures) String() string {
+	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets; change → client p50 %s p99 %s worst %s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, detail p50 %s p99 %s",
+		f.streams, f.changes, f.perChange, f.perChange, f.delivered, f.due, f.resets, ms(f.p50), ms(f.p99), ms(f.worst),
+		ms(f.full.p50), ms(f.full.p99), ms(f.gzip.p50), ms(f.gzip.p99), ms(f.tenant.p50), ms(f.tenant.p99), ms(f.detail.p50), ms(f.detail.p99))
+}
