@@ -61,6 +61,14 @@
 // or past the record's; after replaying, the client's id moves past the
 // records skipped as seen (docs/decisions/0012).
 //
+// Past projection.CompactOver bytes (about 30 clusters) an id is written
+// compact, "@" and a digest of the position, which the replica keeps in
+// its projection.Book (Options.Positions); a stream resuming from one this
+// replica does not hold asks its peers for it (the answer is checked
+// against the digest), and one no replica holds is reset. A drain's last
+// frame carries the id written whole, so a client leaving a replica that
+// shuts down resumes anywhere (docs/decisions/0014).
+//
 // The deltas of one fold share its position: a batch. Only the last event
 // of a batch a view sees carries the id, so a client cut off within a
 // batch resumes before it (and gets the batch's events again, the same

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,18 +34,21 @@ import (
 // detail as often, as p50 and p99; it logs each figure's median.
 //
 // Then, as DEPLOYD_SCALE_PHASES says (default "streams,resume,idle"):
+//
 //   - streams: DEPLOYD_SCALE_STREAMS streams (default 1,000) open on one
 //     replica while one App of a real server changes each second for
 //     DEPLOYD_SCALE_CHANGE_SECONDS (default 30), an event in each of its
 //     aliases: change → client latency, events delivered, resets, and the
 //     lists and a detail timed meanwhile (streamsUnderChanges);
+//
 //   - resume: a stream moved between two replicas that are each other's
 //     peers resumes from its compact id (resumeAcrossReplicas);
+//
 //   - idle: the API servers' CPU with deployd watching and doing nothing
 //     else, less theirs alone, per alias over DEPLOYD_SCALE_IDLE_SECONDS
 //     (default 60), with deployd's relists meanwhile (idleLoad).
 //
-//	make bench-scale
+//     make bench-scale
 func BenchmarkServeScale(b *testing.B) {
 	clusters := clustertest.EnvInt(b, "DEPLOYD_SCALE_CLUSTERS", 500)
 	servers := clustertest.EnvInt(b, "DEPLOYD_SCALE_SERVERS", 5)
@@ -219,31 +220,5 @@ func scaleAlias(i int) string { return fmt.Sprintf("alias-%03d", i) }
 // timeDetail GETs one App n times, one at a time, after three not timed.
 func timeDetail(b *testing.B, base, token string, app listedApp, n int) listFigures {
 	b.Helper()
-	var f listFigures
-	took := make([]time.Duration, 0, n)
-	u := base + "/api/v1/applications/" + url.PathEscape(app.name) + "?appNamespace=" + url.QueryEscape(app.namespace)
-	for i := range n + 3 {
-		req, err := http.NewRequest(http.MethodGet, u, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		start := time.Now()
-		resp, err := listClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		size, err := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("GET %s: %s, %v", u, resp.Status, err)
-		}
-		if i >= 3 {
-			took = append(took, time.Since(start))
-			f.bytes = size
-		}
-	}
-	slices.Sort(took)
-	f.p50, f.p99 = took[len(took)/2], took[(len(took)*99+99)/100-1]
-	return f
+	return timeGET(b, base+"/api/v1/applications/"+url.PathEscape(app.name)+"?appNamespace="+url.QueryEscape(app.namespace), token, false, n)
 }
