@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hanzoai/deploy/projection"
 	"github.com/hanzoai/deploy/stream"
+	"github.com/hanzoai/deploy/stream/streamtest"
 )
 
 // manyClusters is a configuration of n clusters, the first's first, so
@@ -124,4 +126,51 @@ func short(b []byte, n int) string {
 		return string(b[:n]) + "…"
 	}
 	return string(b)
+}
+
+// TestDrainHandsOutTheWholePosition: a drain's last frame carries the
+// stream's id written whole, so a client of a replica that shuts down
+// resumes on one that holds none of its compact ids.
+func TestDrainHandsOutTheWholePosition(t *testing.T) {
+	cfg := manyClusters(60)
+	names := cfg.ClusterNames()
+	initial := []projection.Change{appIn(names, 3, "tenant-acme", "api", 100)}
+	store := projection.NewStore(cfg)
+	r := newReplicaOf(t, store, initial, stream.Options{Batch: -1, Positions: store.Positions()}, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, r.srv.URL+"/apps", nil)
+	req.Header.Set("X-Identity", "all")
+	resp, err := r.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := streamtest.NewReader(resp.Body)
+	var ids []string
+	for len(ids) == 0 {
+		f, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.HasID {
+			ids = append(ids, f.ID)
+		}
+	}
+	if !projection.IsID(ids[0]) {
+		t.Fatalf("the burst's id %.40q is not compact", ids[0])
+	}
+	go r.hub.Drain(context.Background(), 10*time.Millisecond)
+	for {
+		f, err := rd.Next()
+		if err != nil {
+			break // the drain ended the stream
+		}
+		if f.HasID {
+			ids = append(ids, f.ID)
+		}
+	}
+	last := ids[len(ids)-1]
+	p, err := projection.ParsePosition(last, names)
+	if projection.IsID(last) || err != nil || !p.Equal(store.Snapshot().Position) {
+		t.Fatalf("the drain's last id is %.60q (%v): want the position written whole, %.60q", last, err, store.Snapshot().Position.String())
+	}
 }
