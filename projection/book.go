@@ -51,8 +51,9 @@ func (b *Book) Len() int { return b.kept.Len() }
 // IsID reports whether s is written as a compact id ("@…").
 func IsID(s string) bool { return strings.HasPrefix(s, "@") }
 
-// checkID says what is wrong with a compact id a client sent.
-func checkID(s string) error {
+// CheckID says what is wrong with s as a compact id a client sent, nil
+// when it is one.
+func CheckID(s string) error {
 	if len(s) != idLen {
 		return fmt.Errorf("a compact id is @ and 22 characters, not %d", len(s)-1)
 	}
@@ -61,9 +62,6 @@ func checkID(s string) error {
 	}
 	return nil
 }
-
-// CheckID says what is wrong with s as a compact id, nil when it is one.
-func CheckID(s string) error { return checkID(s) }
 
 // IDOf is the compact id of a written position.
 func IDOf(written string) string { return idOf([]byte(written)) }
@@ -107,7 +105,7 @@ func (b *Book) Held(id string) (Position, bool) {
 // it (they all started after it was given, or it is not an id of this
 // fleet).
 func (b *Book) Resolve(ctx context.Context, id string) (p Position, ok bool) {
-	if b == nil || checkID(id) != nil {
+	if b == nil || CheckID(id) != nil {
 		return Position{}, false
 	}
 	if p, ok = b.kept.Get(id); ok {
@@ -123,13 +121,13 @@ func (b *Book) Resolve(ctx context.Context, id string) (p Position, ok bool) {
 	if p, err = ParsePosition(written, b.names); err != nil {
 		return Position{}, false
 	}
-	p = p.inBook(b)
+	p = p.InBook(b)
 	b.keep(id, p)
 	return p, true
 }
 
-// inBook is p with its ids kept in b.
-func (p Position) inBook(b *Book) Position {
+// InBook is p with its compact ids kept in b once given.
+func (p Position) InBook(b *Book) Position {
 	if p.v == nil || p.v.names == nil || p.v.book == b {
 		return p
 	}
@@ -137,9 +135,6 @@ func (p Position) inBook(b *Book) Position {
 	v.book = b
 	return Position{v}
 }
-
-// InBook is p, whose compact ids b keeps once given.
-func (p Position) InBook(b *Book) Position { return p.inBook(b) }
 
 // AppendID appends the position's id to dst: its written form, or, when
 // that is longer than CompactOver and p belongs to a Book, its compact
