@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,9 @@ type streamsFigures struct {
 	resets             int
 	p50, p99, worst    time.Duration // change → client
 	full, gzip, tenant listFigures   // taken while the streams were open
+	// CPU over the changes: deployd's, and this process's (the streams'
+	// reader and the lists' client), which shares the machine with it.
+	serverCPU, clientCPU, window time.Duration
 	detail             listFigures
 }
 
@@ -94,6 +98,7 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 	b.Logf("%d streams open from the list's position (%d bytes written whole)", n, len(pos))
 
 	// The changes, one a second, while the lists are timed.
+	began, cpu0, self0 := time.Now(), procCPU(b, p.pid), procCPU(b, os.Getpid())
 	changed := make(chan struct{})
 	var changeErr error
 	go func() {
@@ -121,6 +126,7 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 	f.tenant = timeList(b, p.base, tokens.tenant, false, requests)
 	f.detail = timeDetail(b, p.base, tokens.admin, app, requests)
 	<-changed
+	f.window, f.serverCPU, f.clientCPU = time.Since(began), procCPU(b, p.pid)-cpu0, procCPU(b, os.Getpid())-self0
 	if changeErr != nil {
 		b.Fatal(changeErr)
 	}
@@ -141,7 +147,8 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 }
 
 func (f streamsFigures) String() string {
-	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets; change → client p50 %s p99 %s worst %s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, detail p50 %s p99 %s",
+	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets; change → client p50 %s p99 %s worst %s; CPU over %s: deployd %.1f s, the client %.1f s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, detail p50 %s p99 %s",
 		f.streams, f.changes, f.perChange, f.perChange, f.delivered, f.due, f.resets, ms(f.p50), ms(f.p99), ms(f.worst),
+		f.window.Round(time.Second), f.serverCPU.Seconds(), f.clientCPU.Seconds(),
 		ms(f.full.p50), ms(f.full.p99), ms(f.gzip.p50), ms(f.gzip.p99), ms(f.tenant.p50), ms(f.tenant.p99), ms(f.detail.p50), ms(f.detail.p99))
 }
