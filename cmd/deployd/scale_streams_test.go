@@ -29,7 +29,7 @@ type streamsFigures struct {
 	// CPU over the changes: deployd's, and this process's (the streams'
 	// reader and the lists' client), which shares the machine with it.
 	serverCPU, clientCPU, window time.Duration
-	detail             listFigures
+	detail                       listFigures
 }
 
 // streamsUnderChanges opens n streams (SuperAdmins, each from the
