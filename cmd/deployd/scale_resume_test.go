@@ -16,6 +16,7 @@ import (
 
 	"github.com/hanzoai/deploy/cluster/clustertest"
 	"github.com/hanzoai/deploy/projection"
+	"github.com/hanzoai/deploy/stream/streamtest"
 )
 
 // scaleCookieKey is the key the two replicas of the resume share
@@ -198,7 +199,6 @@ func getBody(b *testing.B, url, token string) []byte {
 // scaleStream is one applications stream, read frame by frame.
 type scaleStream struct {
 	resp        *http.Response
-	rd          *bufio.Reader
 	lastID      string
 	pendingData bool // events since the last id
 	frames      chan scaleEvent
@@ -228,28 +228,17 @@ func openScaleStream(ctx context.Context, b *testing.B, base, query, token, last
 		resp.Body.Close()
 		b.Fatalf("stream from %s: %s", base, resp.Status)
 	}
-	s := &scaleStream{resp: resp, rd: bufio.NewReaderSize(resp.Body, 1<<20), lastID: lastID, frames: make(chan scaleEvent, 1024)}
+	s := &scaleStream{resp: resp, lastID: lastID, frames: make(chan scaleEvent, 1024)}
 	go func() {
 		defer close(s.frames)
-		var ev scaleEvent
+		rd := streamtest.NewReader(resp.Body)
 		for {
-			line, err := s.rd.ReadString('\n')
+			f, err := rd.Next()
 			if err != nil {
 				return
 			}
-			line = strings.TrimSuffix(line, "\n")
-			switch {
-			case line == "":
-				if ev != (scaleEvent{}) {
-					s.frames <- ev
-				}
-				ev = scaleEvent{}
-			case strings.HasPrefix(line, "id: "):
-				ev.id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				ev.event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				ev.data = line[6:]
+			if f.HasID || f.HasData || f.Event != "" {
+				s.frames <- scaleEvent{id: f.ID, event: f.Event, data: f.Data}
 			}
 		}
 	}()
