@@ -15,7 +15,7 @@ import (
 
 // The side-by-side benchmark's replicas section (sideBySide runs it last,
 // when compareConfig.upgradeClients > 0): deployd as several replicas
-// behind one Service (rrProxy), with upgradeClients SuperAdmin streams
+// behind one Service (newRRProxy), with upgradeClients SuperAdmin streams
 // through it while Apps change at upgradeRate a second.
 //
 //   - API-server load by replicas: the API server's CPU a second, and all
@@ -96,7 +96,7 @@ func measureReplicas(tb testing.TB, cfg compareConfig, c *clustertest.Cluster, i
 	var (
 		cs      []*esClient
 		stopCs  func()
-		px      *rrProxy
+		px      *clustertest.Service
 		clients = func(base string) {
 			rv := listRV(tb, listHC, base+"/v1/deploy/applications", root)
 			cctx, cancel := context.WithCancel(tb.Context())
@@ -127,7 +127,7 @@ func measureReplicas(tb testing.TB, cfg compareConfig, c *clustertest.Cluster, i
 			stopCs()
 		}
 		px = newRRProxy(tb, g.ds...)
-		px.waitReady(tb, time.Minute)
+		px.WaitReady(tb, time.Minute)
 		clients(px.Base)
 		api0, d0, at := procCPU(tb, apiPID), g.cpu(), time.Now()
 		loadFor(tb.Context(), cfg.watchTime)
@@ -148,13 +148,13 @@ func measureReplicas(tb testing.TB, cfg compareConfig, c *clustertest.Cluster, i
 	}
 	// A steady window of watchTime, then the upgrade (the figures a
 	// second compare the two).
-	b0, api0, d0, at := px.toClients.Load(), procCPU(tb, apiPID), g.cpu(), time.Now()
+	b0, api0, d0, at := px.ToClients(), procCPU(tb, apiPID), g.cpu(), time.Now()
 	loadFor(tb.Context(), cfg.watchTime)
 	f.steadySecs = time.Since(at).Seconds()
-	f.steadyBytes, f.steadyAPICPU, f.steadyDeploydCPU = px.toClients.Load()-b0, procCPU(tb, apiPID)-api0, g.cpu()-d0
+	f.steadyBytes, f.steadyAPICPU, f.steadyDeploydCPU = px.ToClients()-b0, procCPU(tb, apiPID)-api0, g.cpu()-d0
 
 	r0, n0 := resets()
-	b0, api0, at = px.toClients.Load(), procCPU(tb, apiPID), time.Now()
+	b0, api0, at = px.ToClients(), procCPU(tb, apiPID), time.Now()
 	// deployd's CPU in the upgrade: each old process from the window's
 	// start to its exit, each new one from its start to the window's end.
 	var old time.Duration
@@ -178,7 +178,7 @@ func measureReplicas(tb testing.TB, cfg compareConfig, c *clustertest.Cluster, i
 	}
 	f.upgradeSecs = time.Since(at).Seconds()
 	f.upgradeDeploydCPU = old + g.cpu()
-	f.upgradeBytes, f.upgradeAPICPU = px.toClients.Load()-b0, procCPU(tb, apiPID)-api0
+	f.upgradeBytes, f.upgradeAPICPU = px.ToClients()-b0, procCPU(tb, apiPID)-api0
 	r1, n1 := resets()
 	f.upgradeResets, f.upgradeConns = r1-r0, n1-n0
 	for _, d := range g.ds {

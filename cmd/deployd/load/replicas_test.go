@@ -505,7 +505,7 @@ func TestEngineReplicas(t *testing.T) {
 
 	t.Run("a delivery sent to every replica runs once", func(t *testing.T) {
 		proxy := newRRProxy(t, ds...)
-		proxy.waitReady(t, 10*time.Second)
+		proxy.WaitReady(t, 10*time.Second)
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 		payload := []byte(`{"ref":"refs/heads/main","after":"` + repo.Head(t) + `"}`)
 		mac := hmac.New(sha256.New, []byte(webhookSecret))
@@ -531,7 +531,7 @@ func TestEngineReplicas(t *testing.T) {
 		if codes[http.StatusAccepted] != 1 || codes[http.StatusOK] != 2*len(ds)-1 {
 			t.Errorf("answers to one delivery sent %d times: %v, want one 202 and the rest 200", 2*len(ds), codes)
 		}
-		if spread := proxy.spread(); slices.Contains(spread, 0) {
+		if spread := proxy.Spread(); slices.Contains(spread, 0) {
 			t.Errorf("the proxy did not reach every replica: %v", spread)
 		}
 		c.WaitFor(t, 10*time.Second, func() (bool, error) {

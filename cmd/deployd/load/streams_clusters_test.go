@@ -71,7 +71,7 @@ func TestStreamsTwoClustersReplicas(t *testing.T) {
 	e := newClustersEnv(t, clusterNames, home, staging)
 	ds := []*deployd{e.replica(), e.replica(), e.replica()}
 	px := newRRProxy(t, ds...)
-	px.waitReady(t, 10*time.Second)
+	px.WaitReady(t, 10*time.Second)
 	cs, stopClients := e.startScopedClients(px.Base, n, func(i int) string {
 		if i%2 == 0 {
 			return ""
@@ -111,7 +111,7 @@ func TestStreamsTwoClustersReplicas(t *testing.T) {
 		after := countStreams(cs)
 		t.Logf("%s: %s; converged %s after the changes stopped (%v); since the phase began: %d connections (%d resumed), %d resets, %d ids back, %d duplicates, %d stale, %d condition changes alone; connections per replica so far %v",
 			name, time.Since(at).Round(time.Millisecond), took.Round(time.Millisecond), ok, after.conns-before.conns, after.resumed-before.resumed,
-			after.resets-before.resets, after.idBack-before.idBack, after.dups-before.dups, after.stale-before.stale, after.conditions-before.conditions, px.spread())
+			after.resets-before.resets, after.idBack-before.idBack, after.dups-before.dups, after.stale-before.stale, after.conditions-before.conditions, px.Spread())
 	}
 
 	// Phase 1: home changes, staging is idle.
@@ -119,7 +119,7 @@ func TestStreamsTwoClustersReplicas(t *testing.T) {
 	before, at := countStreams(cs), time.Now()
 	stopHome := e.runChangerOf(0, rate)
 	loadFor(t.Context(), 2*time.Second)
-	t.Logf("phase 1: cut %d connections", px.cut())
+	t.Logf("phase 1: cut %d connections", px.Cut())
 	streaming("the cut")
 	loadFor(t.Context(), time.Second)
 	ds[0].kill()
@@ -151,7 +151,7 @@ func TestStreamsTwoClustersReplicas(t *testing.T) {
 	if readyIn > 30*time.Second {
 		t.Errorf("replica 2, started while staging is down, was ready %s after its start; want staging reported, not waited for (within 30 s)", readyIn.Round(time.Millisecond))
 	}
-	t.Logf("phase 2: cut %d connections while staging is down", px.cut())
+	t.Logf("phase 2: cut %d connections while staging is down", px.Cut())
 	streaming("the cut while staging is down")
 	lat.measure(cs, 3*time.Second)
 	staging.StartAPIServer(t)
@@ -167,7 +167,7 @@ func TestStreamsTwoClustersReplicas(t *testing.T) {
 		back.Sub(stoppedAt).Round(time.Millisecond), e.chs[1].Sent.Load(), time.Since(back).Round(time.Millisecond), e.chs[1].Failed.Load())
 	stopStaging := e.runChangerOf(1, rate/2)
 	loadFor(t.Context(), 2*time.Second)
-	t.Logf("phase 2: cut %d connections while both clusters change", px.cut())
+	t.Logf("phase 2: cut %d connections while both clusters change", px.Cut())
 	streaming("the cut while both clusters change")
 	loadFor(t.Context(), 2*time.Second)
 	settle("phase 2 (staging stopped and started; a kill -9 and cuts meanwhile)", before, at, stopHome, stopStaging)
@@ -176,7 +176,7 @@ func TestStreamsTwoClustersReplicas(t *testing.T) {
 	s := countStreams(cs)
 	t.Logf("totals: %s; %d changes to home, %d to staging", s, e.chs[0].Sent.Load(), e.chs[1].Sent.Load())
 	t.Logf("gap samples: %d views checked at their position, %d differ, %d positions not listable, %d rounds skipped while staging was down; proxy: %d connections per replica, %d dials refused, %d connections without a backend",
-		gaps.checked.Load(), gaps.bad.Load(), gaps.unlistable.Load(), gaps.skipped.Load(), px.spread(), px.refused.Load(), px.none.Load())
+		gaps.checked.Load(), gaps.bad.Load(), gaps.unlistable.Load(), gaps.skipped.Load(), px.Spread(), px.Refused(), px.Unserved())
 	for _, note := range gaps.notes {
 		t.Log("gap sample: " + note)
 	}

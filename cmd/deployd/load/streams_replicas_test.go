@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -749,184 +748,15 @@ func (g *gapSampler) round(ctx context.Context, e *streamsEnv, cs []scopedClient
 
 // --- a Service in front of the replicas ---
 
-// rrProxy is what a Kubernetes Service does for the replicas: a TCP
-// listener that sends each new connection to the next ready backend in
-// turn (ready: its /v1/deploy/health answers 200, polled every 100 ms, as
-// endpoints follow readiness), skipping one that refuses the connection.
-// A connection stays on its backend until either side closes it.
-type rrProxy struct {
-	Base     string
-	ln       net.Listener
-	backends []*rrBackend
-
-	mu    sync.Mutex
-	next  int
-	conns map[net.Conn]struct{}
-
-	toClients atomic.Int64 // bytes relayed from the backends to the clients so far
-	refused   atomic.Int64 // dials a backend refused
-	none      atomic.Int64 // connections closed for want of a backend
-}
-
-type rrBackend struct {
-	addr  string
-	ready atomic.Bool
-	conns atomic.Int64 // connections relayed to it so far
-}
-
-func newRRProxy(t testing.TB, ds ...*deployd) *rrProxy {
+// newRRProxy puts a Service (round robin over the ready replicas) in
+// front of ds.
+func newRRProxy(t testing.TB, ds ...*deployd) *clustertest.Service {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &rrProxy{Base: "http://" + ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	var bs []clustertest.Backend
 	for _, d := range ds {
-		b := &rrBackend{addr: d.addr}
-		p.backends = append(p.backends, b)
-		wg.Go(func() { b.poll(ctx, d.Base+"/v1/deploy/health") })
+		bs = append(bs, clustertest.Backend{Addr: d.addr, Health: d.Base + "/v1/deploy/health"})
 	}
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.relay(conn)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		ln.Close()
-		p.mu.Lock()
-		for c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	return p
-}
-
-func (b *rrBackend) poll(ctx context.Context, url string) {
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := hc.Do(req)
-		ok := err == nil && resp.StatusCode == http.StatusOK
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		b.ready.Store(ok)
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// waitReady waits until the proxy sees every backend ready.
-func (p *rrProxy) waitReady(t testing.TB, within time.Duration) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), within)
-	defer cancel()
-	if !waitFor(ctx, func() bool {
-		for _, b := range p.backends {
-			if !b.ready.Load() {
-				return false
-			}
-		}
-		return true
-	}) {
-		t.Fatalf("the proxy did not see every backend ready within %s", within)
-	}
-}
-
-// order is the ready backends, starting with the next one's turn.
-func (p *rrProxy) order() []*rrBackend {
-	p.mu.Lock()
-	start := p.next
-	p.next = (p.next + 1) % len(p.backends)
-	p.mu.Unlock()
-	var out []*rrBackend
-	for i := range p.backends {
-		if b := p.backends[(start+i)%len(p.backends)]; b.ready.Load() {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-func (p *rrProxy) relay(in net.Conn) {
-	var out net.Conn
-	for _, b := range p.order() {
-		c, err := net.DialTimeout("tcp", b.addr, time.Second)
-		if err == nil {
-			out = c
-			b.conns.Add(1)
-			break
-		}
-		p.refused.Add(1)
-	}
-	if out == nil {
-		p.none.Add(1)
-		in.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns[in], p.conns[out] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(out, in)
-		out.Close()
-		in.Close()
-		close(done)
-	}()
-	_, _ = io.Copy(countingWriter{w: in, n: &p.toClients}, out)
-	in.Close()
-	out.Close()
-	<-done
-	p.mu.Lock()
-	delete(p.conns, in)
-	delete(p.conns, out)
-	p.mu.Unlock()
-}
-
-// cut closes every connection the proxy relays, as a network failure
-// would: each client connects again, to the next ready backend in turn.
-// It answers how many client connections it closed.
-func (p *rrProxy) cut() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		c.Close()
-	}
-	return len(p.conns) / 2
-}
-
-// spread is how many connections each backend was sent so far.
-func (p *rrProxy) spread() []int64 {
-	out := make([]int64, len(p.backends))
-	for i, b := range p.backends {
-		out[i] = b.conns.Load()
-	}
-	return out
-}
-
-// countingWriter counts the bytes written through it as they go.
-type countingWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n.Add(int64(n))
-	return n, err
+	return clustertest.StartService(t, bs...)
 }
 
 // terminate sends SIGTERM and waits up to within for the exit, as the
@@ -1013,7 +843,7 @@ func TestStreamsAcrossReplicas(t *testing.T) {
 	e := newStreamsEnv(t, apps)
 	ds := []*deployd{e.replica(), e.replica(), e.replica()}
 	px := newRRProxy(t, ds...)
-	px.waitReady(t, 10*time.Second)
+	px.WaitReady(t, 10*time.Second)
 	start := time.Now()
 	cs, stopClients := e.startClients(px.Base, n)
 	defer stopClients()
@@ -1062,7 +892,7 @@ func TestStreamsAcrossReplicas(t *testing.T) {
 	s := countStreams(cs)
 	t.Logf("totals: %s", s)
 	t.Logf("gap samples: %d views checked at their position, %d differ, %d positions not listable; %d bytes relayed to the clients; proxy: %d dials refused, %d connections without a backend",
-		gaps.checked.Load(), gaps.bad.Load(), gaps.unlistable.Load(), px.toClients.Load(), px.refused.Load(), px.none.Load())
+		gaps.checked.Load(), gaps.bad.Load(), gaps.unlistable.Load(), px.ToClients(), px.Refused(), px.Unserved())
 	for _, note := range gaps.notes {
 		t.Log("gap sample: " + note)
 	}
