@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -30,8 +31,12 @@ type Options struct {
 	// the projection (projection.QualifyNamespace): empty for the first
 	// cluster, whose namespaces stay as they are.
 	Cluster string
-	// Discovery is how often optional kinds are looked for (and the App CRD
-	// while it is missing). Default 10s.
+	// Discovery is how often the served kinds are looked for (optional
+	// kinds appearing, a CRD removed) while the cluster answers and serves
+	// the App CRD; each wait is drawn within ±25 % of it, so that the
+	// clusters of a fleet started together do not ask together. While
+	// discovery fails or the App CRD is missing it is asked at least every
+	// DiscoveryRetry. Default 10s (FleetDiscovery spreads a fleet's).
 	Discovery time.Duration
 	// Progress is how often the initial sync's progress is logged until
 	// it is ready. Default 5s.
@@ -329,16 +334,52 @@ func (w *Watcher) Run(ctx context.Context) {
 		defer close(released)
 		w.releaseWhenListed(ctx)
 	}()
-	tick := time.NewTicker(w.opts.Discovery)
-	defer tick.Stop()
+	wait := time.NewTimer(0)
+	defer wait.Stop()
 	for {
-		w.discover(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-wait.C:
 		}
+		w.discover(ctx)
+		wait.Reset(w.nextDiscovery())
 	}
+}
+
+// DiscoveryRetry is the longest wait for the next discovery while the last
+// one failed or the App CRD is not served: a cluster coming back, or
+// installing deployd's CRDs, is seen as soon as with one cluster.
+const DiscoveryRetry = 10 * time.Second
+
+// FleetDiscoveryRate is how many clusters' discoveries a second
+// FleetDiscovery allows the whole fleet (each asks one request per
+// group-version of the registry: nine).
+const FleetDiscoveryRate = 10
+
+// FleetDiscovery is the Discovery interval of each of n clusters: 10 s up
+// to 100 clusters, then n/FleetDiscoveryRate seconds (50 s at 500), so
+// the fleet's discovery requests stay near FleetDiscoveryRate × 9 a second
+// however many clusters it has.
+func FleetDiscovery(n int) time.Duration {
+	return max(DiscoveryRetry, time.Duration(n)*time.Second/FleetDiscoveryRate)
+}
+
+// nextDiscovery is the wait before the next discovery: Options.Discovery
+// within ±25 %, at most DiscoveryRetry while discovery fails, the App CRD
+// is missing, or the initial lists are held (releaseWhenListed hands them
+// on after a discovery that follows them).
+func (w *Watcher) nextDiscovery() time.Duration {
+	d := w.opts.Discovery
+	w.holdMu.Lock()
+	holding := w.hold != holdOff
+	w.holdMu.Unlock()
+	w.mu.Lock()
+	if holding || w.discErr != "" || !w.served[projection.KindApp] {
+		d = min(d, DiscoveryRetry)
+	}
+	w.mu.Unlock()
+	return d*3/4 + rand.N(d/2+1)
 }
 
 // discover checks which registry kinds are served and starts or stops

@@ -315,7 +315,7 @@ func newOtherWatchers(entries []cluster.Entry, pcfg *projection.Config, engEnv e
 		ns := e.NamespaceMap(pcfg.Namespaces)
 		clog := log.With("cluster", e.Name)
 		clog.Info("cluster configuration", "from", where, "host", rc.Host)
-		w, err := cluster.NewWatcher(rc, "", feed, cluster.Options{Namespaces: ns, Cluster: e.Name, Log: clog})
+		w, err := cluster.NewWatcher(rc, "", feed, cluster.Options{Namespaces: ns, Cluster: e.Name, Log: clog, Discovery: cluster.FleetDiscovery(1 + len(entries))})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", e.Name, err)
 		}

@@ -118,7 +118,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Once the initial fold is done, the start's garbage goes back to the
 	// OS and the heap is held nearer what is live.
 	settle := func() { settleMemory(log) }
-	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log, OnReady: settle})
+	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log, OnReady: settle, Discovery: cluster.FleetDiscovery(1 + len(others))})
 	if err != nil {
 		return err
 	}
