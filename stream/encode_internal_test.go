@@ -95,14 +95,54 @@ func TestRecordsEncodedOnlyWhenReadable(t *testing.T) {
 // flushRecorder is a ResponseWriter that keeps what it is written and can
 // flush.
 type flushRecorder struct {
-	h    http.Header
-	body bytes.Buffer
+	h       http.Header
+	body    bytes.Buffer
+	writes  int // calls of Write
+	flushes int
 }
 
 func (f *flushRecorder) Header() http.Header         { return f.h }
-func (f *flushRecorder) Write(b []byte) (int, error) { return f.body.Write(b) }
+func (f *flushRecorder) Write(b []byte) (int, error) { f.writes++; return f.body.Write(b) }
 func (f *flushRecorder) WriteHeader(int)             {}
-func (f *flushRecorder) Flush()                      {}
+func (f *flushRecorder) Flush()                      { f.flushes++ }
+
+// TestWritesGathered: what a stream writes until it flushes reaches the
+// ResponseWriter in few writes (a round of 100 frames of 3 KB in five, not
+// a hundred), in order and whole, and a frame larger than the buffer goes
+// as it is; a flush writes what is gathered before it flushes.
+func TestWritesGathered(t *testing.T) {
+	rec := &flushRecorder{h: http.Header{}}
+	out, err := newEventWriter(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	for i := range 100 {
+		f := bytes.Repeat([]byte{byte('a' + i%26)}, 3000)
+		out.write(f)
+		want.Write(f)
+	}
+	if rec.writes > 4 || rec.flushes != 0 {
+		t.Fatalf("before the flush: %d writes, %d flushes; want at most 4 (whole buffers), none", rec.writes, rec.flushes)
+	}
+	if err := out.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if rec.writes != 5 || rec.flushes != 1 || !bytes.Equal(rec.body.Bytes(), want.Bytes()) {
+		t.Fatalf("after the flush: %d writes, %d flushes, %d bytes (same: %v); want 5 writes, 1 flush, the %d bytes in order",
+			rec.writes, rec.flushes, rec.body.Len(), bytes.Equal(rec.body.Bytes(), want.Bytes()), want.Len())
+	}
+	rec.writes = 0
+	big := bytes.Repeat([]byte("z"), writeChunk+1)
+	out.write([]byte("small"))
+	out.write(big)
+	if rec.writes != 2 {
+		t.Fatalf("a frame over the buffer: %d writes, want 2 (what was gathered, then the frame as it is)", rec.writes)
+	}
+	if err := out.flush(); err != nil || rec.writes != 2 || !bytes.HasSuffix(rec.body.Bytes(), append([]byte("small"), big...)) {
+		t.Fatalf("flush after a large frame: err %v, %d writes: want no write more", err, rec.writes)
+	}
+}
 
 // TestBurstBuildsNoFrames: a burst without fields writes each event in
 // pieces, the same bytes encode builds, and allocates no frame per event.
@@ -151,6 +191,9 @@ func TestBurstBuildsNoFrames(t *testing.T) {
 		v := newView(auth.AllScope(), AppFilter{Fields: fields})
 		rec.body.Reset()
 		v.writeAdded(out, app)
+		if err := out.flush(); err != nil {
+			t.Fatal(err)
+		}
 		if got, want := rec.body.String(), string(v.encode(projection.Added, app)); got != want {
 			t.Errorf("fields %q: wrote %q, encode builds %q", param, got, want)
 		}

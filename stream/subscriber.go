@@ -74,13 +74,18 @@ func (s *subscriber) push(frame []byte) bool {
 	return true
 }
 
+// keptQueue is the largest queue array a subscriber keeps for its next
+// round (6 KB): a round of a hundred events, each with its id, fits, so a
+// busy stream does not grow a new one each round.
+const keptQueue = 256
+
 // take returns the queued frames; the slice is valid until the next take.
 func (s *subscriber) take() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.pending
 	clear(s.spare)
-	if cap(s.spare) > 128 {
+	if cap(s.spare) > keptQueue {
 		s.spare = nil // after a spike, give the large array back
 	}
 	s.pending, s.spare = s.spare[:0], out
