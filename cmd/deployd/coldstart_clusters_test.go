@@ -167,7 +167,7 @@ type serveProc struct {
 // is stopped when the benchmark ends, or earlier by stop. A start whose
 // free address was taken meanwhile by another process is tried again on
 // others.
-func startServe(b *testing.B, bin string, s serveSetup, m *mockoidc.MockOIDC) *serveProc {
+func startServe(b testing.TB, bin string, s serveSetup, m *mockoidc.MockOIDC) *serveProc {
 	b.Helper()
 	for attempt := 1; ; attempt++ {
 		p, err := tryServe(b, bin, s, m)
@@ -185,7 +185,7 @@ func startServe(b *testing.B, bin string, s serveSetup, m *mockoidc.MockOIDC) *s
 
 // tryServe starts bin over the set-up on free addresses and waits until
 // it is ready; it fails when the process exits first.
-func tryServe(b *testing.B, bin string, s serveSetup, m *mockoidc.MockOIDC) (*serveProc, error) {
+func tryServe(b testing.TB, bin string, s serveSetup, m *mockoidc.MockOIDC) (*serveProc, error) {
 	b.Helper()
 	addr, maddr := s.addr, freeAddr(b)
 	if addr == "" {

@@ -303,7 +303,7 @@ func procRssFile(b *testing.B, pid int) int64 {
 }
 
 // procCPU is a process's CPU time (user and system) from /proc.
-func procCPU(b *testing.B, pid int) time.Duration {
+func procCPU(b testing.TB, pid int) time.Duration {
 	b.Helper()
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

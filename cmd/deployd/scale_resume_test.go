@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,13 @@ type resumeFigures struct {
 	resumed    time.Duration // from the reconnection to the last of them
 	reset      bool
 	duplicates int // events of the change it had seen, sent again
+	spread     []int64
+	// After the replica that made its last id was killed (kill -9): the
+	// client, on the one left, was reset (killReset), within killReset
+	// of connecting, then sent killBurst ADDED events.
+	killReset   bool
+	killResetIn time.Duration
+	killBurst   int
 }
 
 // resumeAcrossReplicas starts two replicas over the clusters, peers of
@@ -40,8 +48,15 @@ type resumeFigures struct {
 // its aliases), goes away, another App changes, and it comes back to the
 // second with its last id. The second holds none of the first's compact
 // ids: it asks its peer, and must replay exactly the change the client
-// missed, with no reset and nothing it had.
-func resumeAcrossReplicas(b *testing.B, bin string, setup serveSetup, m *mockoidc.MockOIDC, token string, apis []*clustertest.Cluster, aliases int, apps []string) resumeFigures {
+// missed, with no reset and nothing it had. The client reaches them
+// through a Service (round robin over the ready replicas), as it would in
+// a cluster: its first connection goes to the first replica, its second to
+// the second.
+//
+// Then the second replica, whose id the client holds, is killed (kill -9)
+// while the client is away: no live replica holds that id, so the first,
+// where the client lands now, resets it and sends the whole list again.
+func resumeAcrossReplicas(b testing.TB, bin string, setup serveSetup, m *mockoidc.MockOIDC, token string, apis []*clustertest.Cluster, aliases int, apps []string) resumeFigures {
 	b.Helper()
 	addrA, addrB := freeAddr(b), freeAddr(b)
 	env := []string{"DEPLOY_COOKIE_KEY=" + scaleCookieKey, "DEPLOY_PEERS=http://" + addrA + ",http://" + addrB}
@@ -51,11 +66,14 @@ func resumeAcrossReplicas(b *testing.B, bin string, setup serveSetup, m *mockoid
 	setup.addr = addrB
 	rb := startServe(b, bin, setup, m)
 	defer rb.stop()
+	svc := clustertest.StartService(b, clustertest.Backend{Addr: addrA, Health: a.base + "/v1/deploy/health"},
+		clustertest.Backend{Addr: addrB, Health: rb.base + "/v1/deploy/health"})
+	svc.WaitReady(b, time.Minute)
 
 	var f resumeFigures
 	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
 	defer cancel()
-	s := openScaleStream(ctx, b, a.base, "", token, "")
+	s := openScaleStream(ctx, b, svc.Base, "", token, "")
 	for {
 		ev := s.next(b)
 		if ev.id != "" {
@@ -101,9 +119,13 @@ func resumeAcrossReplicas(b *testing.B, bin string, setup serveSetup, m *mockoid
 		time.Sleep(50 * time.Millisecond)
 	}
 	began := time.Now()
-	s = openScaleStream(ctx, b, rb.base, "", token, id)
+	s = openScaleStream(ctx, b, svc.Base, "", token, id)
+	f.spread = svc.Spread()
 	for f.missed < perMissed {
 		ev := s.next(b)
+		if ev.id != "" {
+			s.lastID = ev.id
+		}
 		switch {
 		case ev.event == "reset":
 			f.reset = true
@@ -122,12 +144,61 @@ func resumeAcrossReplicas(b *testing.B, bin string, setup serveSetup, m *mockoid
 		if !ok {
 			break
 		}
+		if ev.id != "" {
+			s.lastID = ev.id
+		}
 		if strings.Contains(ev.data, `"name":"`+appName(seenApp)+`"`) || strings.Contains(ev.data, `"name":"`+appName(missedApp)+`"`) {
 			f.duplicates++
 		}
 	}
 	s.close()
-	return f
+	id = s.lastID
+
+	rb.stop() // SIGKILL: its ids go with it
+	began = time.Now()
+	s = openScaleStream(ctx, b, svc.Base, "", token, id)
+	defer s.close()
+	for {
+		ev := s.next(b)
+		if ev.event == "reset" {
+			f.killReset, f.killResetIn = true, time.Since(began)
+			continue
+		}
+		if ev.data != "" {
+			if !f.killReset {
+				return f // an event before any reset: counted as not reset
+			}
+			f.killBurst++
+		}
+		if ev.id != "" && f.killReset {
+			return f // the burst's last event carries the id
+		}
+	}
+}
+
+func (f resumeFigures) String() string {
+	return fmt.Sprintf("first stream's list %d events, its id %d bytes (the position written whole: %d); %d events missed while away, resumed on the other replica in %s, reset %v, %d sent twice; connections per replica %v; "+
+		"after a kill -9 of the replica of its id: reset %v in %s, then %d events",
+		f.burst, f.idBytes, f.fullBytes, f.missed, f.resumed.Round(time.Millisecond), f.reset, f.duplicates, f.spread,
+		f.killReset, f.killResetIn.Round(time.Millisecond), f.killBurst)
+}
+
+// check says what of the resume is wrong, if anything: a reset, an event
+// sent twice, an id that is not compact, connections that did not go one
+// to each replica, or, once the replica of the client's id was killed, no
+// reset or a list short of apps Apps.
+func (f resumeFigures) check(apps int) error {
+	switch {
+	case f.reset || f.duplicates > 0 || f.idBytes > 64:
+		return fmt.Errorf("resume across replicas: reset %v, %d events sent twice, id of %d bytes: want no reset, none twice, a compact id", f.reset, f.duplicates, f.idBytes)
+	case f.fullBytes <= 512:
+		return fmt.Errorf("resume across replicas: the position written whole is %d bytes, which goes out whole: want more clusters", f.fullBytes)
+	case !slices.Equal(f.spread, []int64{1, 1}):
+		return fmt.Errorf("resume across replicas: connections per replica %v, want one to each", f.spread)
+	case !f.killReset || f.killBurst < apps:
+		return fmt.Errorf("after a kill -9 of the replica of the client's id: reset %v, then %d events: want a reset, then every one of the %d Apps", f.killReset, f.killBurst, apps)
+	}
+	return nil
 }
 
 // aliasesOf is how many of the clusters are of server i (cluster c is of
@@ -146,7 +217,7 @@ func appNS(a string) string   { ns, _, _ := strings.Cut(a, "/"); return ns }
 func appName(a string) string { _, n, _ := strings.Cut(a, "/"); return n }
 
 // patchApp sets the image tag of App a ("namespace/name") of c to v.
-func patchApp(ctx context.Context, b *testing.B, c *clustertest.Cluster, a, v string) {
+func patchApp(ctx context.Context, b testing.TB, c *clustertest.Cluster, a, v string) {
 	b.Helper()
 	if err := tagApp(ctx, c, a, v); err != nil {
 		b.Fatal(err)
@@ -164,7 +235,7 @@ func tagApp(ctx context.Context, c *clustertest.Cluster, a, v string) error {
 
 // scalePosition is the metadata.resourceVersion of a list (of the Apps
 // named name): the position written whole.
-func scalePosition(b *testing.B, base, token, name string) string {
+func scalePosition(b testing.TB, base, token, name string) string {
 	b.Helper()
 	body := string(getBody(b, base+"/api/v1/applications?name="+name, token))
 	_, rest, ok := strings.Cut(body, `"resourceVersion":"`)
@@ -177,7 +248,7 @@ func scalePosition(b *testing.B, base, token, name string) string {
 
 // getBody GETs url with token and returns its body; anything but 200
 // fails.
-func getBody(b *testing.B, url, token string) []byte {
+func getBody(b testing.TB, url, token string) []byte {
 	b.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -209,7 +280,7 @@ type scaleEvent struct{ id, event, data string }
 
 // openScaleStream opens the applications stream of base (with query, when
 // not "") as token, resuming from lastID when it is not "".
-func openScaleStream(ctx context.Context, b *testing.B, base, query, token, lastID string) *scaleStream {
+func openScaleStream(ctx context.Context, b testing.TB, base, query, token, lastID string) *scaleStream {
 	b.Helper()
 	u := base + "/v1/deploy/stream/applications"
 	if query != "" {
@@ -245,7 +316,7 @@ func openScaleStream(ctx context.Context, b *testing.B, base, query, token, last
 	return s
 }
 
-func (s *scaleStream) next(b *testing.B) scaleEvent {
+func (s *scaleStream) next(b testing.TB) scaleEvent {
 	b.Helper()
 	select {
 	case ev, ok := <-s.frames:

@@ -40,7 +40,10 @@ type streamsFigures struct {
 // every event at every stream, the time from the change to its arrival,
 // counts what arrived and the resets, and times the lists and a detail
 // while the streams are open.
-func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc.MockOIDC, tokens listTokens, apis []*clustertest.Cluster, clusters int, apps []string, app listedApp, n int, d time.Duration, requests int) streamsFigures {
+//
+// A CPU profile of deployd over the changes goes to profile + ".cpu.pb.gz",
+// what it allocated meanwhile to profile + ".allocs.pb.gz".
+func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc.MockOIDC, tokens listTokens, apis []*clustertest.Cluster, clusters int, apps []string, app listedApp, n int, d time.Duration, requests int, profile string) streamsFigures {
 	b.Helper()
 	p := startServe(b, bin, setup, m)
 	defer p.stop()
@@ -99,6 +102,12 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 
 	// The changes, one a second, while the lists are timed.
 	began, cpu0, self0 := time.Now(), procCPU(b, p.pid), procCPU(b, os.Getpid())
+	profiled := make(chan error, 2)
+	for kind, path := range map[string]string{"profile": profile + ".cpu.pb.gz", "allocs": profile + ".allocs.pb.gz"} {
+		go func() {
+			profiled <- fetchTo(fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", p.metrics, kind, int(d.Seconds())), path)
+		}()
+	}
 	changed := make(chan struct{})
 	var changeErr error
 	go func() {
@@ -126,6 +135,11 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 	f.tenant = timeList(b, p.base, tokens.tenant, false, requests)
 	f.detail = timeDetail(b, p.base, tokens.admin, app, requests)
 	<-changed
+	for range 2 {
+		if err := <-profiled; err != nil {
+			b.Logf("no profile of the changes: %v", err)
+		}
+	}
 	f.window, f.serverCPU, f.clientCPU = time.Since(began), procCPU(b, p.pid)-cpu0, procCPU(b, os.Getpid())-self0
 	if changeErr != nil {
 		b.Fatal(changeErr)
