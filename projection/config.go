@@ -156,5 +156,28 @@ func (d SourceDisplay) expand(s, namespace, name string) string {
 	if !strings.Contains(s, "{") {
 		return s
 	}
-	return strings.NewReplacer("{namespace}", namespace, "{name}", name).Replace(s)
+	// As strings.NewReplacer("{namespace}", namespace, "{name}", name)
+	// replaces, without building a replacer for each row it encodes.
+	var b strings.Builder
+	b.Grow(len(s) + len(namespace) + len(name))
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		switch {
+		case strings.HasPrefix(s, "{namespace}"):
+			b.WriteString(namespace)
+			s = s[len("{namespace}"):]
+		case strings.HasPrefix(s, "{name}"):
+			b.WriteString(name)
+			s = s[len("{name}"):]
+		default:
+			b.WriteByte('{')
+			s = s[1:]
+		}
+	}
 }

@@ -203,10 +203,13 @@ func (s *Store) publish(deltas []Delta) {
 	// keeps a row past this call).
 	changed, handles := s.scratch.byNS, s.scratch.deltaRows
 	defer func() {
-		for _, l := range changed {
+		for _, ns := range s.scratch.touched {
+			l := changed[ns]
 			clear(*l)
 			*l = (*l)[:0]
 		}
+		clear(s.scratch.touched)
+		s.scratch.touched = s.scratch.touched[:0]
 		clear(handles)
 		s.scratch.deltaRows = handles[:0]
 	}()
@@ -229,11 +232,14 @@ func (s *Store) publish(deltas []Delta) {
 			}
 			l = s.changesIn(d.Key.Namespace)
 		}
+		if len(*l) == 0 {
+			s.scratch.touched = append(s.scratch.touched, d.Key.Namespace)
+		}
 		*l = append(*l, rowChange{d.Key, cur, pos})
 		rowsChanged = true
 	}
 	if rowsChanged {
-		next.namespaces = s.mergeNamespaces(prev.namespaces, changed)
+		next.namespaces = s.mergeNamespaces(prev.namespaces, changed, s.scratch.touched)
 		next.envs = envIndex(next.namespaces)
 	} else {
 		next.namespaces = prev.namespaces
@@ -269,14 +275,11 @@ type rowChange struct {
 	pos int32
 }
 
-func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string]*[]rowChange) []NamespaceRows {
-	out := make([]NamespaceRows, 0, len(prev)+len(changed))
-	names := make([]string, 0, len(changed))
-	for ns, keys := range changed {
-		if len(*keys) > 0 {
-			names = append(names, ns)
-		}
-	}
+// mergeNamespaces is prev with the namespaces touched (their changes in
+// changed) rebuilt; it sorts touched.
+func (s *Store) mergeNamespaces(prev []NamespaceRows, changed map[string]*[]rowChange, touched []string) []NamespaceRows {
+	out := make([]NamespaceRows, 0, len(prev)+len(touched))
+	names := touched
 	slices.Sort(names)
 	i, j := 0, 0
 	for i < len(prev) || j < len(names) {

@@ -166,6 +166,8 @@ type appRow struct {
 // them is ever published.
 type scratch struct {
 	byNS map[string]*[]rowChange
+	// touched are the namespaces of byNS whose lists the batch filled.
+	touched []string
 	// deltaRows[i] is the handle of the App row of the derived deltas[i]
 	// (the App rows' deltas come first).
 	deltaRows []*appRow
