@@ -340,7 +340,7 @@ func fetchTo(url, path string) error {
 }
 
 // goMemstats scrapes the go_memstats_* gauges of a metrics listener.
-func goMemstats(b *testing.B, url string) map[string]int64 {
+func goMemstats(b testing.TB, url string) map[string]int64 {
 	b.Helper()
 	resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(url)
 	if err != nil {
@@ -356,6 +356,9 @@ func goMemstats(b *testing.B, url string) map[string]int64 {
 	for name, f := range fams {
 		if strings.HasPrefix(name, "go_memstats_") && len(f.GetMetric()) == 1 {
 			out[name] = int64(f.GetMetric()[0].GetGauge().GetValue())
+		}
+		if name == "go_gc_duration_seconds" && len(f.GetMetric()) == 1 {
+			out["gc_cycles"] = int64(f.GetMetric()[0].GetSummary().GetSampleCount())
 		}
 	}
 	return out

@@ -29,6 +29,7 @@ type streamsFigures struct {
 	// CPU over the changes: deployd's, and this process's (the streams'
 	// reader and the lists' client), which shares the machine with it.
 	serverCPU, clientCPU, window time.Duration
+	gcCycles                     int64 // deployd's collections over the changes
 	detail                       listFigures
 }
 
@@ -101,7 +102,7 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 	b.Logf("%d streams open from the list's position (%d bytes written whole)", n, len(pos))
 
 	// The changes, one a second, while the lists are timed.
-	began, cpu0, self0 := time.Now(), procCPU(b, p.pid), procCPU(b, os.Getpid())
+	began, cpu0, self0, gc0 := time.Now(), procCPU(b, p.pid), procCPU(b, os.Getpid()), goMemstats(b, p.metrics+"/metrics")["gc_cycles"]
 	profiled := make(chan error, 2)
 	for kind, path := range map[string]string{"profile": profile + ".cpu.pb.gz", "allocs": profile + ".allocs.pb.gz"} {
 		go func() {
@@ -141,6 +142,7 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 		}
 	}
 	f.window, f.serverCPU, f.clientCPU = time.Since(began), procCPU(b, p.pid)-cpu0, procCPU(b, os.Getpid())-self0
+	f.gcCycles = goMemstats(b, p.metrics+"/metrics")["gc_cycles"] - gc0
 	if changeErr != nil {
 		b.Fatal(changeErr)
 	}
@@ -161,8 +163,8 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 }
 
 func (f streamsFigures) String() string {
-	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets; change → client p50 %s p99 %s worst %s; CPU over %s: deployd %.1f s, the client %.1f s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, detail p50 %s p99 %s",
+	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets; change → client p50 %s p99 %s worst %s; CPU over %s: deployd %.1f s (%d collections), the client %.1f s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, detail p50 %s p99 %s",
 		f.streams, f.changes, f.perChange, f.perChange, f.delivered, f.due, f.resets, ms(f.p50), ms(f.p99), ms(f.worst),
-		f.window.Round(time.Second), f.serverCPU.Seconds(), f.clientCPU.Seconds(),
+		f.window.Round(time.Second), f.serverCPU.Seconds(), f.gcCycles, f.clientCPU.Seconds(),
 		ms(f.full.p50), ms(f.full.p99), ms(f.gzip.p50), ms(f.gzip.p99), ms(f.tenant.p50), ms(f.tenant.p99), ms(f.detail.p50), ms(f.detail.p99))
 }
