@@ -30,6 +30,10 @@ type streamsFigures struct {
 	// reader and the lists' client), which shares the machine with it.
 	serverCPU, clientCPU, window time.Duration
 	gcCycles                     int64 // deployd's collections over the changes
+	// other is the events of no change made, at every stream; relists
+	// and restarts are deployd's informers' over the changes.
+	other             int
+	relists, restarts float64
 	detail                       listFigures
 }
 
@@ -67,7 +71,7 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 			defer s.close()
 			opened <- struct{}{}
 			var mine []time.Duration
-			resets := 0
+			resets, other := 0, 0
 			for ev := range s.frames {
 				at := time.Now()
 				if ev.event == "reset" {
@@ -75,6 +79,9 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 				}
 				_, rest, ok := strings.Cut(ev.data, `"bench-l`)
 				if !ok {
+					if ev.data != "" && ev.event == "" {
+						other++
+					}
 					continue
 				}
 				num, _, _ := strings.Cut(rest, `"`)
@@ -93,6 +100,7 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 			mu.Lock()
 			took = append(took, mine...)
 			f.resets += resets
+			f.other += other
 			mu.Unlock()
 		})
 	}
@@ -103,6 +111,7 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 
 	// The changes, one a second, while the lists are timed.
 	began, cpu0, self0, gc0 := time.Now(), procCPU(b, p.pid), procCPU(b, os.Getpid()), goMemstats(b, p.metrics+"/metrics")["gc_cycles"]
+	relists0, restarts0 := metricSum(b, p.metrics, "deployd_informer_relists_total"), metricSum(b, p.metrics, "deployd_watch_restarts_total")
 	profiled := make(chan error, 2)
 	for kind, path := range map[string]string{"profile": profile + ".cpu.pb.gz", "allocs": profile + ".allocs.pb.gz"} {
 		go func() {
@@ -143,6 +152,8 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 	}
 	f.window, f.serverCPU, f.clientCPU = time.Since(began), procCPU(b, p.pid)-cpu0, procCPU(b, os.Getpid())-self0
 	f.gcCycles = goMemstats(b, p.metrics+"/metrics")["gc_cycles"] - gc0
+	f.relists = metricSum(b, p.metrics, "deployd_informer_relists_total") - relists0
+	f.restarts = metricSum(b, p.metrics, "deployd_watch_restarts_total") - restarts0
 	if changeErr != nil {
 		b.Fatal(changeErr)
 	}
@@ -163,8 +174,8 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 }
 
 func (f streamsFigures) String() string {
-	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets; change → client p50 %s p99 %s worst %s; CPU over %s: deployd %.1f s (%d collections), the client %.1f s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, detail p50 %s p99 %s",
-		f.streams, f.changes, f.perChange, f.perChange, f.delivered, f.due, f.resets, ms(f.p50), ms(f.p99), ms(f.worst),
+	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets, %d events of no change made (relists %.0f, watch restarts %.0f); change → client p50 %s p99 %s worst %s; CPU over %s: deployd %.1f s (%d collections), the client %.1f s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, detail p50 %s p99 %s",
+		f.streams, f.changes, f.perChange, f.perChange, f.delivered, f.due, f.resets, f.other, f.relists, f.restarts, ms(f.p50), ms(f.p99), ms(f.worst),
 		f.window.Round(time.Second), f.serverCPU.Seconds(), f.gcCycles, f.clientCPU.Seconds(),
 		ms(f.full.p50), ms(f.full.p99), ms(f.gzip.p50), ms(f.gzip.p99), ms(f.tenant.p50), ms(f.tenant.p99), ms(f.detail.p50), ms(f.detail.p99))
 }
