@@ -34,7 +34,7 @@ type streamsFigures struct {
 	// and restarts are deployd's informers' over the changes.
 	other             int
 	relists, restarts float64
-	detail                       listFigures
+	detail            listFigures
 }
 
 // streamsUnderChanges opens n streams (SuperAdmins, each from the
