@@ -35,8 +35,8 @@ type Options struct {
 	// kinds appearing, a CRD removed) while the cluster answers and serves
 	// the App CRD; each wait is drawn within ±25 % of it, so that the
 	// clusters of a fleet started together do not ask together. While
-	// discovery fails or the App CRD is missing it is asked at least every
-	// DiscoveryRetry. Default 10s (FleetDiscovery spreads a fleet's).
+	// discovery fails, the App CRD is missing or the initial lists are
+	// held, it is asked at least every DiscoveryRetry. Default 10s (FleetDiscovery spreads a fleet's).
 	Discovery time.Duration
 	// Progress is how often the initial sync's progress is logged until
 	// it is ready. Default 5s.
@@ -348,8 +348,9 @@ func (w *Watcher) Run(ctx context.Context) {
 }
 
 // DiscoveryRetry is the longest wait for the next discovery while the last
-// one failed or the App CRD is not served: a cluster coming back, or
-// installing deployd's CRDs, is seen as soon as with one cluster.
+// one failed, the App CRD is not served or the initial lists are held: a
+// cluster coming back, deployd's CRDs being installed, or a late cluster's
+// rows are seen as soon as with one cluster.
 const DiscoveryRetry = 10 * time.Second
 
 // FleetDiscoveryRate is how many clusters' discoveries a second
