@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"reflect"
+	"sync/atomic"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,7 +19,8 @@ import (
 func TestHandlerChanges(t *testing.T) {
 	feed := NewFeed()
 	w, _ := NewWatcher(nil, "", feed, Options{Namespaces: projection.DefaultNamespaces()})
-	h := w.handler(projection.KindPod)
+	var held atomic.Int64
+	h := w.handler(projection.KindPod, &held)
 	decode := decoder(projection.KindPod, w.opts.Namespaces.Watched, func(u metav1.Object, err error) { t.Errorf("%s: %v", u.GetName(), err) })
 	pod := func(ns, name string) any {
 		u := &unstructured.Unstructured{}
@@ -35,9 +37,16 @@ func TestHandlerChanges(t *testing.T) {
 	h.OnAdd(pod("hanzo", "a"), true)
 	h.OnUpdate(pod("hanzo", "a"), pod("hanzo", "a"))
 	h.OnAdd(pod("kube-system", "coredns"), true)
+	if n := held.Load(); n != 2 {
+		t.Errorf("the store holds 2 objects (one outside the map), counted %d", n)
+	}
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "tenant-acme/b", Obj: "stale and unreadable"})
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "kube-system/c"})
 	h.OnDelete(pod("hanzo", "a"))
+
+	if n := held.Load(); n != -1 {
+		t.Errorf("2 added and 3 deleted, counted %d held", n)
+	}
 
 	got, _ := feed.take(nil)
 	want := []struct {

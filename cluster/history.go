@@ -81,7 +81,7 @@ func (w *Watcher) ListedAt() uint64 {
 	defer w.mu.Unlock()
 	var newest uint64
 	for _, ki := range w.informers {
-		if rv := projection.ParseResourceVersion(ki.inf.LastSyncResourceVersion()); rv > newest {
+		if rv := projection.ParseResourceVersion(ki.ctrl.LastSyncResourceVersion()); rv > newest {
 			newest = rv
 		}
 	}

@@ -309,6 +309,17 @@ data: {at: "`+time.Now().Format(time.RFC3339Nano)+`"}
 		t.Fatalf("after relist: gateway present %v (want false), ledger present %v (want true)",
 			snap.Get("hanzo", "gateway") != nil, snap.Get("tenant-globex", "ledger") != nil)
 	}
+	// The objects the App informer holds, as counted by its handler, are
+	// the server's Apps: the relist's deletion of gateway was counted too.
+	apps, err := c.Dynamic().Resource(projection.KindApp.GVR()).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kc := range rs.Watcher.Counters() {
+		if kc.Kind == projection.KindApp && kc.Objects != len(apps.Items) {
+			t.Errorf("the App informer is counted holding %d objects, the server has %d Apps", kc.Objects, len(apps.Items))
+		}
+	}
 }
 
 // Check 6: the Middleware CRD installed after start is picked up without a
