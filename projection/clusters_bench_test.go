@@ -71,3 +71,40 @@ func BenchmarkClusters(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyClusters folds changes of one App each, as the writer
+// does in steady state, into 10,000 Apps over 500 clusters (500
+// namespaces, one a cluster): the bytes allocated per change, which a
+// fleet of many namespaces must not make grow with their number.
+func BenchmarkApplyClusters(b *testing.B) {
+	cfg, objs := clusterFleet(500)
+	s := NewStore(cfg)
+	for i := 0; i < len(objs); i += 1000 {
+		if _, err := s.Apply(upserts(objs[i:min(i+1000, len(objs))])...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var apps []*Object
+	for _, o := range objs {
+		if o.Kind == KindApp {
+			apps = append(apps, o)
+		}
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := range b.N {
+		c := *apps[(i*7919)%len(apps)]
+		c.ResourceVersion = fmt.Sprint(1_000_000 + i)
+		if _, err := s.Apply(upserts([]*Object{&c})...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N), "B/change")
+	if n := len(s.Snapshot().Namespaces()); n < 500 {
+		b.Fatalf("%d namespaces, want one a cluster", n)
+	}
+}
