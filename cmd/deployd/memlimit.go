@@ -49,18 +49,25 @@ func setMemoryLimit(log *slog.Logger, path string) int64 {
 // back.
 const gcPercentServing = 25
 
-// settleMemory is run once, when the initial fold is done: it collects
-// the start's garbage and returns the freed memory to the OS at once (the
-// background scavenger would take minutes), and lowers the collector's
-// target to gcPercentServing unless GOGC says otherwise. It returns the
-// target in force.
-func settleMemory(log *slog.Logger) int {
+// servingGC lowers the collector's target to gcPercentServing unless GOGC
+// says otherwise, and returns the target in force. Idempotent.
+func servingGC() int {
 	percent := gcPercentServing
 	if os.Getenv("GOGC") != "" {
 		// GOGC is the runtime's business: read its target back, unchanged.
 		percent = debug.SetGCPercent(-1)
 	}
 	debug.SetGCPercent(percent)
+	return percent
+}
+
+// settleMemory is run once, when the start is done (every cluster ready,
+// every row encoded): it sets the serving target (servingGC), collects the
+// start's garbage and returns the freed memory to the OS at once (the
+// background scavenger would take minutes). It returns the target in
+// force.
+func settleMemory(log *slog.Logger) int {
+	percent := servingGC()
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

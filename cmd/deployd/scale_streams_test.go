@@ -26,6 +26,7 @@ type streamsFigures struct {
 	resets             int
 	p50, p99, worst    time.Duration // change → client
 	full, gzip, tenant listFigures   // taken while the streams were open
+	team               listFigures
 	// CPU over the changes: deployd's, and this process's (the streams'
 	// reader and the lists' client), which shares the machine with it.
 	serverCPU, clientCPU, window time.Duration
@@ -143,6 +144,7 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 	f.full = timeList(b, p.base, tokens.admin, false, requests)
 	f.gzip = timeList(b, p.base, tokens.admin, true, requests)
 	f.tenant = timeList(b, p.base, tokens.tenant, false, requests)
+	f.team = timeList(b, p.base, tokens.team, false, requests)
 	f.detail = timeDetail(b, p.base, tokens.admin, app, requests)
 	<-changed
 	for range 2 {
@@ -174,8 +176,8 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 }
 
 func (f streamsFigures) String() string {
-	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets, %d events of no change made (relists %.0f, watch restarts %.0f); change → client p50 %s p99 %s worst %s; CPU over %s: deployd %.1f s (%d collections), the client %.1f s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, detail p50 %s p99 %s",
+	return fmt.Sprintf("%d streams, %d changes of %d events each (%d events a second): %d of %d events delivered, %d resets, %d events of no change made (relists %.0f, watch restarts %.0f); change → client p50 %s p99 %s worst %s; CPU over %s: deployd %.1f s (%d collections), the client %.1f s; with the streams open: full list p50 %s p99 %s, gzip p50 %s p99 %s, tenant's p50 %s p99 %s, the team's p50 %s p99 %s, detail p50 %s p99 %s",
 		f.streams, f.changes, f.perChange, f.perChange, f.delivered, f.due, f.resets, f.other, f.relists, f.restarts, ms(f.p50), ms(f.p99), ms(f.worst),
 		f.window.Round(time.Second), f.serverCPU.Seconds(), f.gcCycles, f.clientCPU.Seconds(),
-		ms(f.full.p50), ms(f.full.p99), ms(f.gzip.p50), ms(f.gzip.p99), ms(f.tenant.p50), ms(f.tenant.p99), ms(f.detail.p50), ms(f.detail.p99))
+		ms(f.full.p50), ms(f.full.p99), ms(f.gzip.p50), ms(f.gzip.p99), ms(f.tenant.p50), ms(f.tenant.p99), ms(f.team.p50), ms(f.team.p99), ms(f.detail.p50), ms(f.detail.p99))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oauth2-proxy/mockoidc"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/cluster/clustertest"
@@ -66,6 +67,19 @@ func BenchmarkServeScale(b *testing.B) {
 	objects := len(fleet.RenderAll(clustertest.FleetApps(apps, replicas)))
 	b.Logf("%d clusters over %d real API servers, %d Apps and %d objects each: %d Apps, %d objects in all",
 		clusters, servers, apps, objects, clusters*apps, clusters*objects)
+	// Every alias holds the same tenants, so acme, in all of them, sees
+	// 19 % of the fleet. A team on the clusters of one server is the
+	// size of a tenant in the 10,000-App benchmarks: teamApps Apps in
+	// each of its aliases, 500 at the defaults.
+	team := teamFleet(clustertest.FleetApps(apps, replicas), teamApps)
+	dyn, err := dynamic.NewForConfig(fleet.FastConfig(apis[0].Config))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := fleet.NewLoader(dyn).Load(b.Context(), fleet.RenderAll(team)); err != nil {
+		b.Fatalf("load the team's Apps: %v", err)
+	}
+	b.Logf("the team %s: %d Apps in %s on server 1, so in each of its %d aliases", teamOrg, len(team), teamNamespace, aliasesOf(0, servers, clusters))
 
 	setup := aliasSetup(b, apis, clusters)
 
@@ -79,6 +93,9 @@ func BenchmarkServeScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	if tokens.tenant, err = authtest.IDToken(m, acmeMember, time.Now(), 6*time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	if tokens.team, err = authtest.IDToken(m, teamMember, time.Now(), 6*time.Hour); err != nil {
 		b.Fatal(err)
 	}
 	dir, err := os.MkdirTemp("", "deployd-scale-")
@@ -106,13 +123,18 @@ func BenchmarkServeScale(b *testing.B) {
 		r.full = timeList(b, p.base, tokens.admin, false, requests)
 		r.gzip = timeList(b, p.base, tokens.admin, true, requests)
 		r.tenant = timeList(b, p.base, tokens.tenant, false, requests)
+		r.teamApps = len(listApps(b, p.base, tokens.team))
+		r.team = timeList(b, p.base, tokens.team, false, requests)
 		d := timeDetail(b, p.base, tokens.admin, app, requests)
 		r.rssAfter, r.hwmAfter = clustertest.ProcMemory(b, p.pid)
 		r.heap = liveHeap(b, p.metrics, filepath.Join(dir, fmt.Sprintf("scale-%d.heap.pb.gz", i+1)))
 		p.stop()
-		b.Logf("round %d: %s; detail of %s/%s p50 %s p99 %s", i+1, r, app.namespace, app.name, ms(d.p50), ms(d.p99))
+		b.Logf("round %d: %s; detail of %s/%s p50 %s p99 %s; %d rows encoded at the start", i+1, r, app.namespace, app.name, ms(d.p50), ms(d.p99), p.encoded)
 		if want := clusters * len(fleetApps(apps, replicas)); r.apps < want {
 			b.Fatalf("round %d: the full list holds %d Apps, want at least the fleet's %d", i+1, r.apps, want)
+		}
+		if want := len(team) * aliasesOf(0, servers, clusters); r.teamApps != want {
+			b.Fatalf("round %d: the team's list holds %d Apps, want %d", i+1, r.teamApps, want)
 		}
 		runs = append(runs, r)
 		details = append(details, d)
@@ -145,6 +167,7 @@ func BenchmarkServeScale(b *testing.B) {
 		b.ReportMetric(msf(f.p99), "event-p99-ms")
 		b.ReportMetric(msf(f.full.p99), "streams-full-p99-ms")
 		b.ReportMetric(msf(f.tenant.p99), "streams-tenant-p99-ms")
+		b.ReportMetric(msf(f.team.p99), "streams-team-p99-ms")
 		b.ReportMetric(msf(f.detail.p99), "streams-detail-p99-ms")
 	}
 	if strings.Contains(phases, "resume") {
@@ -189,6 +212,8 @@ func BenchmarkServeScale(b *testing.B) {
 		{"full list gzip p99, ms", "gzip-p99-ms", med(func(r serveRun) float64 { return msf(r.gzip.p99) })},
 		{"tenant's list p50, ms", "tenant-p50-ms", med(func(r serveRun) float64 { return msf(r.tenant.p50) })},
 		{"tenant's list p99, ms", "tenant-p99-ms", med(func(r serveRun) float64 { return msf(r.tenant.p99) })},
+		{"the team's list p50, ms", "team-p50-ms", med(func(r serveRun) float64 { return msf(r.team.p50) })},
+		{"the team's list p99, ms", "team-p99-ms", med(func(r serveRun) float64 { return msf(r.team.p99) })},
 		{"App detail p50, ms", "detail-p50-ms", medDetail(func(d listFigures) time.Duration { return d.p50 })},
 		{"App detail p99, ms", "detail-p99-ms", medDetail(func(d listFigures) time.Duration { return d.p99 })},
 	}
@@ -198,7 +223,7 @@ func BenchmarkServeScale(b *testing.B) {
 		fmt.Fprintf(&table, "| %s | %.1f |\n", row.name, row.v)
 		b.ReportMetric(row.v, row.unit)
 	}
-	b.Logf("%d Apps listed (the tenant's %d):\n%s", runs[0].apps, runs[0].tenantApps, table.String())
+	b.Logf("%d Apps listed (the tenant's %d, the team's %d):\n%s", runs[0].apps, runs[0].tenantApps, runs[0].teamApps, table.String())
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -226,4 +251,28 @@ func scaleAlias(i int) string { return fmt.Sprintf("alias-%03d", i) }
 func timeDetail(b *testing.B, base, token string, app listedApp, n int) listFigures {
 	b.Helper()
 	return timeGET(b, base+"/api/v1/applications/"+url.PathEscape(app.name)+"?appNamespace="+url.QueryEscape(app.namespace), token, false, n)
+}
+
+// The team: a tenant whose namespace is on one server's clusters only.
+const (
+	teamOrg       = "hooli"
+	teamNamespace = "tenant-" + teamOrg
+	teamApps      = 5
+)
+
+var teamMember = authtest.User{Subject: "u-hal", Extra: map[string]any{"preferred_username": "hal", "owner": teamOrg}}
+
+// teamFleet is n of apps' tenant Apps, moved to the team's namespace.
+func teamFleet(apps []fleet.App, n int) []fleet.App {
+	var out []fleet.App
+	for _, a := range apps {
+		if len(out) == n {
+			break
+		}
+		if a.Kind == fleet.KindApp && a.Org != "" {
+			a.Namespace, a.Org = teamNamespace, teamOrg
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -115,10 +115,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("cluster configuration", "from", where, "host", restCfg.Host)
 	}
 	feed := cluster.NewFeed()
-	// Once the initial fold is done, the start's garbage goes back to the
-	// OS and the heap is held nearer what is live.
-	settle := func() { settleMemory(log) }
-	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log, OnReady: settle, Discovery: cluster.FleetDiscovery(1 + len(others))})
+	// Once the first cluster's initial fold is done, the heap is held
+	// nearer what is live (the others' folds grow it less); once every
+	// cluster is ready and the rows are encoded, the start's garbage goes
+	// back to the OS (OnSynced below).
+	serving := func() { servingGC() }
+	w, err := cluster.NewWatcher(restCfg, reason, feed, cluster.Options{Namespaces: pcfg.Namespaces, Log: log, OnReady: serving, Discovery: cluster.FleetDiscovery(1 + len(others))})
 	if err != nil {
 		return err
 	}
@@ -207,7 +209,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Releases:    relCfg, Metrics: mln, Pprof: withPprof,
 		Engine: eng, ClusterEngines: clusterEngines, EngineWebhookSecret: engEnv.WebhookSecret,
 		ClusterWebhookSecrets: clusterSecrets, Peering: peering, Peers: peers,
-		Drain: drain,
+		Drain:    drain,
+		OnSynced: func() { settleMemory(log) },
 	})
 	attrs := []any{"addr", ln.Addr().String(), "signin", p.auth.Status().Reason, "releaseSource", relCfg.Sources()}
 	if mln != nil {
