@@ -11,8 +11,6 @@ import (
 // Argo CD's descriptors, with Argo CD's label names in Argo CD's order
 // (controller/metrics/metrics.go and clustercollector.go, v2.14).
 var (
-	descAppInfo = prometheus.NewDesc("argocd_app_info", "Information about application.",
-		[]string{"namespace", "name", "project", "autosync_enabled", "repo", "dest_server", "dest_namespace", "sync_status", "health_status", "operation"}, nil)
 	descClusterInfo = prometheus.NewDesc("argocd_cluster_info", "Information about cluster.",
 		[]string{"server", "k8s_version", "name"}, nil)
 	// Argo CD labels these by server alone; deployd adds the cluster's name,
@@ -84,7 +82,7 @@ type stateCollector struct{ src Sources }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descAppInfo, descClusterInfo, descClusterObjects, descClusterAPIs,
+		descClusterInfo, descClusterObjects, descClusterAPIs,
 		descReady, descKindsListed, descKindsServed, descFolded, descQueued, descChanges, descRelists,
 		descWatchRestarts, descObjects, descRevision, descPosition, descHistoryResumes, descApps, descSubscribers, descViews, descEvents,
 		descEncodings, descCutOffs, descResets, descRingLen, descRingAge, descTokenCache,
@@ -103,15 +101,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.Snapshot != nil {
 		snap := c.src.Snapshot()
-		n := 0
-		for a := range snap.Apps() {
-			appInfo(ch, a)
-			n++
-		}
-		for _, a := range snap.CDApplications() {
-			appInfo(ch, a)
-			n++
-		}
+		n := snap.Len() + len(snap.CDApplications()) // argocd_app_info is written by serveMetrics
 		gauge(descRevision, float64(snap.Revision))
 		gauge(descPosition, float64(snap.Position.First()))
 		gauge(descApps, float64(n))
@@ -180,26 +170,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descTokenCache, tc.Hits, "hit")
 		counter(descTokenCache, tc.Misses, "miss")
 	}
-}
-
-// appInfo is one row's argocd_app_info series, with the values GET
-// /v1/deploy/applications answers for it.
-func appInfo(ch chan<- prometheus.Metric, a *projection.App) {
-	dest := a.Destination()
-	sync := string(a.Sync)
-	if sync == "" {
-		sync = string(projection.SyncUnknown)
-	}
-	health := string(a.Health.Status)
-	if health == "" {
-		health = "Unknown"
-	}
-	// The operator reconciles an App whenever it changes, as Argo CD's
-	// automated sync does; a CD Application's policy is not read.
-	autosync := a.Row == projection.RowApp
-	ch <- prometheus.MustNewConstMetric(descAppInfo, prometheus.GaugeValue, 1,
-		a.Namespace, a.Name, a.Project, boolLabel(autosync), a.RepoURL(), dest.Server, dest.Namespace,
-		sync, health, operation(a))
 }
 
 // operation is Argo CD's operation label: "delete" while the row's root

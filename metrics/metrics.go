@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hanzoai/deploy/auth"
 	"github.com/hanzoai/deploy/gitops"
@@ -182,7 +181,7 @@ func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 // for every other path.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /metrics", m.serveMetrics)
 	return mux
 }
 

@@ -41,7 +41,7 @@ var argoFamilies = map[string]struct {
 }
 
 // fleetStore folds the projection's golden fleet.
-func fleetStore(t *testing.T) *projection.Store {
+func fleetStore(t testing.TB) *projection.Store {
 	t.Helper()
 	raw, err := os.ReadFile("../projection/testdata/fleet.yaml")
 	if err != nil {
@@ -69,7 +69,7 @@ func fleetStore(t *testing.T) *projection.Store {
 	return store
 }
 
-func newFleetMetrics(t *testing.T) (*Metrics, *projection.Store) {
+func newFleetMetrics(t testing.TB) (*Metrics, *projection.Store) {
 	store := fleetStore(t)
 	m := New(Sources{
 		Snapshot: store.Snapshot,
