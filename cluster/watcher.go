@@ -216,7 +216,7 @@ func (w *Watcher) listed() (uint64, bool) {
 		if !served {
 			continue
 		}
-		if inf := w.informers[k]; inf == nil || !inf.ctrl.HasSynced() {
+		if inf := w.informers[k]; inf == nil || !inf.synced() {
 			return w.discovered, false
 		}
 	}
@@ -228,11 +228,27 @@ type kindInformer struct {
 	// ctrl runs the reflector into store and the handler; synced once
 	// the handler has been handed every object of the initial list.
 	ctrl cache.Controller
+	// listed is closed once the handler has been handed every object of
+	// the initial list (the queue's HasSyncedChecker). Read without a lock
+	// (synced): the queue holds its lock while the handler runs, and a
+	// handler asks (push), so HasSynced there could deadlock two informers.
+	listed <-chan struct{}
 	// objects is how many objects store holds, counted by the handler,
 	// so a scrape need not list the store's keys to know.
 	objects atomic.Int64
 	cancel  context.CancelFunc
 	done    chan struct{}
+}
+
+// synced says whether the handler has been handed every object of the
+// initial list.
+func (ki *kindInformer) synced() bool {
+	select {
+	case <-ki.listed:
+		return true
+	default:
+		return false
+	}
 }
 
 // NewWatcher builds a watcher over the cluster cfg points at. With a nil cfg
@@ -515,18 +531,14 @@ func (w *Watcher) startKind(ctx context.Context, k projection.Kind) {
 	}
 	kctx, cancel := context.WithCancel(ctx)
 	ki := &kindInformer{cancel: cancel, done: make(chan struct{})}
-	// A plain informer, not a shared one: deployd has one handler per
-	// informer, and a shared informer would put a processor between the
-	// two, with two goroutines and a ring of 1,024 slots (16 KiB) for each
-	// handler. At 500 clusters of 14 kinds that was 7,000 rings (115 MiB,
-	// scanned by every collection) and 14,000 goroutines doing nothing but
-	// hand objects on. Here the handler runs as each object is popped.
-	ki.store, ki.ctrl = cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: lw,
-		ObjectType:    example,
-		Handler:       w.handler(k, &ki.objects),
-		Transform:     qualified(decoder(k, w.opts.Namespaces.Watched, undecoded), w.opts.Cluster),
-	})
+	ki.store, ki.ctrl = newInformer(lw, example, qualified(decoder(k, w.opts.Namespaces.Watched, undecoded), w.opts.Cluster),
+		w.handler(k, &ki.objects), func(_ context.Context, _ *cache.Reflector, err error) {
+			w.mu.Lock()
+			w.errs[k] = err.Error()
+			w.mu.Unlock()
+			w.opts.Log.Warn("watch failed; retrying", "kind", k.String(), "err", err)
+		})
+	ki.listed = ki.ctrl.HasSyncedChecker().Done()
 	w.mu.Lock()
 	w.informers[k] = ki
 	w.mu.Unlock()
@@ -670,7 +682,7 @@ func (w *Watcher) Status() Status {
 		ks := KindStatus{Kind: ki.Name, Served: w.served[ki.Kind], Error: w.errs[ki.Kind]}
 		if inf := w.informers[ki.Kind]; inf != nil {
 			ks.Watching = true
-			ks.Synced = inf.ctrl.HasSynced()
+			ks.Synced = inf.synced()
 			if ks.Synced {
 				ks.Error = ""
 			}

@@ -27,18 +27,14 @@ type listCounts struct {
 	watches atomic.Uint64 // plain watches, resuming from a resourceVersion
 }
 
-// counted wraps lw so that the kind's lists and watches are counted, and
-// a list or watch the API server refuses or does not answer is the kind's
-// error (its KindStatus) until the next one succeeds.
+// counted wraps lw so that the kind's lists and watches are counted.
 func (w *Watcher) counted(k projection.Kind, lw *cache.ListWatch) *cache.ListWatch {
 	c := &w.counts[k]
 	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			c.lists.Add(1)
-			obj, err := list(ctx, o)
-			w.watchFailed(ctx, k, err)
-			return obj, err
+			return list(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			if o.SendInitialEvents != nil && *o.SendInitialEvents {
@@ -46,32 +42,9 @@ func (w *Watcher) counted(k projection.Kind, lw *cache.ListWatch) *cache.ListWat
 			} else {
 				c.watches.Add(1)
 			}
-			wi, err := watchFn(ctx, o)
-			w.watchFailed(ctx, k, err)
-			return wi, err
+			return watchFn(ctx, o)
 		},
 		DisableChunking: lw.DisableChunking,
-	}
-}
-
-// watchFailed records the outcome of one of kind k's lists or watches: a
-// failure is the kind's error and is logged (the reflector retries it), a
-// success clears it. A call ended by ctx (the informer stopping) is
-// neither.
-func (w *Watcher) watchFailed(ctx context.Context, k projection.Kind, err error) {
-	if ctx.Err() != nil {
-		return
-	}
-	w.mu.Lock()
-	was, had := w.errs[k]
-	if err == nil {
-		delete(w.errs, k)
-	} else {
-		w.errs[k] = err.Error()
-	}
-	w.mu.Unlock()
-	if err != nil && (!had || was != err.Error()) {
-		w.opts.Log.Warn("watch failed; retrying", "kind", k.String(), "err", err)
 	}
 }
 
@@ -134,7 +107,7 @@ func (w *Watcher) syncProgress() (listed, served int, folded uint64) {
 			continue
 		}
 		served++
-		if inf := w.informers[ki.Kind]; inf != nil && inf.ctrl.HasSynced() {
+		if inf := w.informers[ki.Kind]; inf != nil && inf.synced() {
 			listed++
 		}
 	}
