@@ -263,16 +263,37 @@ const (
 var teamMember = authtest.User{Subject: "u-hal", Extra: map[string]any{"preferred_username": "hal", "owner": teamOrg}}
 
 // teamFleet is n of apps' tenant Apps, moved to the team's namespace.
+// Tenants reuse App names (each has a web), and one namespace holds a
+// name once, so a name already taken is passed over.
 func teamFleet(apps []fleet.App, n int) []fleet.App {
 	var out []fleet.App
+	taken := map[string]bool{}
 	for _, a := range apps {
 		if len(out) == n {
 			break
 		}
-		if a.Kind == fleet.KindApp && a.Org != "" {
+		if a.Kind == fleet.KindApp && a.Org != "" && !taken[a.Name] {
+			taken[a.Name] = true
 			a.Namespace, a.Org = teamNamespace, teamOrg
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// The team's Apps are as many as asked, each its own App in the one
+// namespace: a name given twice would be one App, and the list's count
+// would miss it.
+func TestTeamFleet(t *testing.T) {
+	team := teamFleet(clustertest.FleetApps(100, 10), teamApps)
+	names := map[string]bool{}
+	for _, a := range team {
+		if a.Namespace != teamNamespace || a.Org != teamOrg {
+			t.Errorf("%s is in %s of %s, want %s of %s", a.Name, a.Namespace, a.Org, teamNamespace, teamOrg)
+		}
+		names[a.Name] = true
+	}
+	if len(team) != teamApps || len(names) != teamApps {
+		t.Fatalf("%d Apps with %d names, want %d of each", len(team), len(names), teamApps)
+	}
 }
