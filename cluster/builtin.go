@@ -69,20 +69,39 @@ func listWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) 
 
 // decodeBuiltin summarizes a typed object (or an object's metadata) of kind
 // k; ok is false for a type that is not one of k's.
-func decodeBuiltin(k projection.Kind, obj metav1.Object) (o *projection.Object, ok bool) {
-	o = &projection.Object{
+func decodeBuiltin(k projection.Kind, obj metav1.Object) (*projection.Object, bool) {
+	o := new(projection.Object)
+	return o, decodeBuiltinInto(k, obj, o)
+}
+
+// identity returns an object's name, UID and resourceVersion as parts of
+// one string. The protobuf decoder gives each its own allocation, and a
+// summary keeps all three for as long as it is held: one allocation in
+// place of three is 1.8 million fewer objects for every collection to
+// mark at 500 clusters.
+func identity(name, uid, rv string) (string, string, string) {
+	all := name + uid + rv
+	i, j := len(name), len(name)+len(uid)
+	return all[:i], all[i:j], all[j:]
+}
+
+// decodeBuiltinInto is decodeBuiltin writing into o, which an informer's
+// stored object holds by value (one allocation an object, not two).
+func decodeBuiltinInto(k projection.Kind, obj metav1.Object, o *projection.Object) (ok bool) {
+	name, uid, rv := identity(obj.GetName(), string(obj.GetUID()), obj.GetResourceVersion())
+	*o = projection.Object{
 		Kind:            k,
 		Namespace:       projection.Intern(obj.GetNamespace()),
-		Name:            obj.GetName(),
-		UID:             string(obj.GetUID()),
-		ResourceVersion: obj.GetResourceVersion(),
+		Name:            name,
+		UID:             uid,
+		ResourceVersion: rv,
 		Generation:      obj.GetGeneration(),
 		Created:         unix(obj.GetCreationTimestamp()),
 		Deleting:        obj.GetDeletionTimestamp() != nil,
 	}
 	if p, isPod := obj.(*corev1.Pod); isPod {
 		o.Spec, ok = podSummary(o, p), k == projection.KindPod
-		return o, ok
+		return ok
 	}
 	o.Labels = projection.MakeLabels(obj.GetLabels())
 	o.Owners = owners(obj.GetOwnerReferences())
@@ -162,7 +181,7 @@ func decodeBuiltin(k projection.Kind, obj metav1.Object) (o *projection.Object, 
 		})}
 		ok = k == projection.KindHPA
 	}
-	return o, ok
+	return ok
 }
 
 // workload reads what Deployments, StatefulSets and ReplicaSets share.

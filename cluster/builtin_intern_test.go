@@ -123,8 +123,8 @@ func TestPodsOfOneReplicaSetShareSlices(t *testing.T) {
 
 	repeat := pod("kms-5f6c-e", false, 3)
 	decode(repeat)
-	if n := testing.AllocsPerRun(50, func() { decodeBuiltin(projection.KindPod, repeat) }); n > 2 {
-		t.Errorf("decoding a pod like its sibling allocated %.0f times, want 2 (its summary and its PodSpec)", n)
+	if n := testing.AllocsPerRun(50, func() { decodeBuiltin(projection.KindPod, repeat) }); n > 3 {
+		t.Errorf("decoding a pod like its sibling allocated %.0f times, want 3 (its summary, its identity's one string, its PodSpec)", n)
 	}
 }
 
@@ -163,5 +163,28 @@ func TestSiblingTableBounded(t *testing.T) {
 	s.put(podSlices{owners: []projection.OwnerRef{{Kind: "ReplicaSet", UID: "none"}}})
 	if _, ok := s.cur["none"]; ok {
 		t.Error("an owner that is not the controller was remembered")
+	}
+}
+
+// TestIdentityOneString: a summary's name, UID and resourceVersion are
+// what the object said, held as parts of one allocation.
+func TestIdentityOneString(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "hanzo", Name: "kms-5f6c-a", UID: "9b1d-0c7e", ResourceVersion: "48211"}}
+	o, ok := decodeBuiltin(projection.KindPod, p)
+	if !ok || o.Name != "kms-5f6c-a" || o.UID != "9b1d-0c7e" || o.ResourceVersion != "48211" {
+		t.Fatalf("decoded %q %q %q (%v)", o.Name, o.UID, o.ResourceVersion, ok)
+	}
+	base := unsafe.StringData(o.Name)
+	if unsafe.StringData(o.UID) != (*byte)(unsafe.Add(unsafe.Pointer(base), len(o.Name))) ||
+		unsafe.StringData(o.ResourceVersion) != (*byte)(unsafe.Add(unsafe.Pointer(base), len(o.Name)+len(o.UID))) {
+		t.Error("name, UID and resourceVersion are not one string's parts")
+	}
+	if unsafe.StringData(o.Name) == unsafe.StringData(p.Name) {
+		t.Error("the summary's name is the decoded object's own string")
+	}
+	for _, c := range [][3]string{{"", "", ""}, {"a", "", ""}, {"", "u", "7"}, {"n", "u", ""}} {
+		if n, u, r := identity(c[0], c[1], c[2]); n != c[0] || u != c[1] || r != c[2] {
+			t.Errorf("identity%q = %q %q %q", c, n, u, r)
+		}
 	}
 }

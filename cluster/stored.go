@@ -21,7 +21,9 @@ import (
 // outside the map, and objects that could not be read, keep their identity
 // alone and produce no changes.
 type stored struct {
-	obj  *projection.Object
+	// obj is held by value: the projection is handed &obj, so an object
+	// is one allocation, not a summary and a wrapper pointing at it.
+	obj  projection.Object
 	fold bool // in a watched namespace, and decoded
 }
 
@@ -32,7 +34,6 @@ type stored struct {
 func decoder(kind projection.Kind, watched func(namespace string) bool, undecoded func(obj metav1.Object, err error)) cache.TransformFunc {
 	return func(in any) (any, error) {
 		var id metav1.Object
-		var o *projection.Object
 		var err error
 		switch t := in.(type) {
 		case *stored:
@@ -40,28 +41,31 @@ func decoder(kind projection.Kind, watched func(namespace string) bool, undecode
 		case *unstructured.Unstructured:
 			id = t
 			if watched(t.GetNamespace()) {
-				o, err = projection.DecodeKind(kind, t.Object)
+				var o *projection.Object
+				if o, err = projection.DecodeKind(kind, t.Object); err == nil && o != nil {
+					return &stored{obj: *o, fold: true}, nil
+				}
 			}
 		case metav1.Object:
 			id = t
 			if watched(t.GetNamespace()) {
-				var ok bool
-				if o, ok = decodeBuiltin(kind, t); !ok {
-					o, err = nil, fmt.Errorf("%T is not a %s", in, kind)
-				} else if o.Name == "" {
-					o, err = nil, errors.New("object has no metadata.name")
+				st := &stored{fold: true}
+				switch {
+				case !decodeBuiltinInto(kind, t, &st.obj):
+					err = fmt.Errorf("%T is not a %s", in, kind)
+				case st.obj.Name == "":
+					err = errors.New("object has no metadata.name")
+				default:
+					return st, nil
 				}
 			}
 		default:
 			return in, nil // a tombstone
 		}
-		if o != nil {
-			return &stored{obj: o, fold: true}, nil
-		}
 		if err != nil {
 			undecoded(id, err)
 		}
-		return &stored{obj: &projection.Object{
+		return &stored{obj: projection.Object{
 			Kind: kind, Namespace: id.GetNamespace(), Name: id.GetName(),
 			UID: string(id.GetUID()), ResourceVersion: id.GetResourceVersion(),
 		}}, nil

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -224,20 +223,16 @@ func (w *Watcher) listed() (uint64, bool) {
 }
 
 type kindInformer struct {
-	store cache.Store
-	// ctrl runs the reflector into store and the handler; synced once
-	// the handler has been handed every object of the initial list.
+	store *objectStore
+	// ctrl runs the reflector into store and the handler.
 	ctrl cache.Controller
 	// listed is closed once the handler has been handed every object of
 	// the initial list (the queue's HasSyncedChecker). Read without a lock
 	// (synced): the queue holds its lock while the handler runs, and a
 	// handler asks (push), so HasSynced there could deadlock two informers.
 	listed <-chan struct{}
-	// objects is how many objects store holds, counted by the handler,
-	// so a scrape need not list the store's keys to know.
-	objects atomic.Int64
-	cancel  context.CancelFunc
-	done    chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // synced says whether the handler has been handed every object of the
@@ -532,7 +527,7 @@ func (w *Watcher) startKind(ctx context.Context, k projection.Kind) {
 	kctx, cancel := context.WithCancel(ctx)
 	ki := &kindInformer{cancel: cancel, done: make(chan struct{})}
 	ki.store, ki.ctrl = newInformer(lw, example, qualified(decoder(k, w.opts.Namespaces.Watched, undecoded), w.opts.Cluster),
-		w.handler(k, &ki.objects), func(_ context.Context, _ *cache.Reflector, err error) {
+		w.handler(k), func(_ context.Context, _ *cache.Reflector, err error) {
 			w.mu.Lock()
 			w.errs[k] = err.Error()
 			w.mu.Unlock()
@@ -562,8 +557,8 @@ func (w *Watcher) stopKind(k projection.Kind) {
 	}
 	ki.cancel()
 	<-ki.done
-	for _, obj := range ki.store.List() {
-		if st, ok := obj.(*stored); ok && st.fold {
+	for _, st := range ki.store.List() {
+		if st.fold {
 			w.push(projection.Change{Op: projection.Delete, Object: &projection.Object{Kind: k, Namespace: st.obj.Namespace, Name: st.obj.Name}})
 		}
 	}
@@ -586,20 +581,16 @@ func (w *Watcher) stopAll() {
 
 // handler converts notifications into changes; the transform already
 // decoded the objects, so it only enqueues.
-func (w *Watcher) handler(k projection.Kind, held *atomic.Int64) cache.ResourceEventHandler {
+func (w *Watcher) handler(k projection.Kind) cache.ResourceEventHandler {
 	upsert := func(obj any) {
 		if st, ok := obj.(*stored); ok && st.fold {
-			w.push(projection.Change{Op: projection.Upsert, Object: st.obj})
+			w.push(projection.Change{Op: projection.Upsert, Object: &st.obj})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			held.Add(1)
-			upsert(obj)
-		},
+		AddFunc:    upsert,
 		UpdateFunc: func(_, obj any) { upsert(obj) },
 		DeleteFunc: func(obj any) {
-			held.Add(-1)
 			var ns, name, rv string
 			switch t := obj.(type) {
 			case *stored:
@@ -749,9 +740,9 @@ func (w *Watcher) Cached(k projection.Kind) []*projection.Object {
 		return nil
 	}
 	var out []*projection.Object
-	for _, obj := range ki.store.List() {
-		if st, ok := obj.(*stored); ok && st.fold {
-			out = append(out, st.obj)
+	for _, st := range ki.store.List() {
+		if st.fold {
+			out = append(out, &st.obj)
 		}
 	}
 	return out

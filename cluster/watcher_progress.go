@@ -77,7 +77,7 @@ func (w *Watcher) Counters() []KindCounters {
 	w.mu.Lock()
 	held := map[projection.Kind]int{}
 	for k, ki := range w.informers {
-		held[k] = int(ki.objects.Load())
+		held[k] = ki.store.Len()
 	}
 	w.mu.Unlock()
 	var out []KindCounters
@@ -140,7 +140,7 @@ func (w *Watcher) reportProgress(ctx context.Context, start time.Time, every tim
 				apps := 0
 				w.mu.Lock()
 				if ki := w.informers[projection.KindApp]; ki != nil {
-					apps = int(ki.objects.Load())
+					apps = ki.store.Len()
 				}
 				w.mu.Unlock()
 				w.opts.Log.Info("ready", "apps", apps, "objects", w.feed.Applied(),

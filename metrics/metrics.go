@@ -174,7 +174,8 @@ func New(src Sources) *Metrics {
 	return m
 }
 
-// Gatherer is the registry, for tests and for serving it elsewhere.
+// Gatherer is the registry: every family but argocd_app_info, which the
+// handler writes itself from the snapshot (appinfo.go).
 func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 
 // Handler serves GET /metrics in the Prometheus exposition format, and 404
