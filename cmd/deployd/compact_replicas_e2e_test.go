@@ -19,8 +19,9 @@ import (
 // second resumes from its compact id (the second asks the first what it
 // means) with exactly the change it missed: no reset, nothing twice. Once
 // the replica that made the client's last id is killed (kill -9), the one
-// left cannot know that id: the client is reset and gets every App again,
-// never a guessed position. resumeAcrossReplicas is the same at 500
+// left resumes the client exactly if it named the same position itself,
+// and otherwise resets it and sends every App again: never a guessed
+// position. resumeAcrossReplicas is the same at 500
 // clusters in make bench-scale.
 func TestCompactIDsAcrossReplicas(t *testing.T) {
 	const servers, clusters, apps, replicas = 3, 48, 3, 1

@@ -40,6 +40,11 @@ type resumeFigures struct {
 	killReset   bool
 	killResetIn time.Duration
 	killBurst   int
+	// Or the replica left held the id (killResumed): the client got
+	// killAfter events of a change made since, and killTwice others.
+	killResumed          bool
+	killAfter, killTwice int
+	killDue              int // the change's events, one per alias
 }
 
 // resumeAcrossReplicas starts two replicas over the clusters, peers of
@@ -54,8 +59,10 @@ type resumeFigures struct {
 // the second.
 //
 // Then the second replica, whose id the client holds, is killed (kill -9)
-// while the client is away: no live replica holds that id, so the first,
-// where the client lands now, resets it and sends the whole list again.
+// while the client is away, and the client lands on the first. When the
+// first named the same position itself, it holds the id and resumes the
+// client exactly; otherwise no live replica holds it, and the first
+// resets the client and sends the whole list again. Never a guess.
 func resumeAcrossReplicas(b testing.TB, bin string, setup serveSetup, m *mockoidc.MockOIDC, token string, apis []*clustertest.Cluster, aliases int, apps []string) resumeFigures {
 	b.Helper()
 	addrA, addrB := freeAddr(b), freeAddr(b)
@@ -155,38 +162,70 @@ func resumeAcrossReplicas(b testing.TB, bin string, setup serveSetup, m *mockoid
 	id = s.lastID
 
 	rb.stop() // SIGKILL: its ids go with it
+	// The replica left holds the id too when it folded the same changes
+	// into the same position and named it itself (an id is the digest of
+	// its position, alike on every replica): then the client resumes
+	// there, exactly. Otherwise no live replica holds the id and the
+	// client must be reset. A change made now tells the two apart: a
+	// resumed client gets its events and nothing else, a reset one the
+	// whole list first.
 	began = time.Now()
 	s = openScaleStream(ctx, b, svc.Base, "", token, id)
 	defer s.close()
-	for {
+	patchApp(ctx, b, apis[1], seenApp, "bench-after-kill")
+	f.killDue = per
+	pending := false
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if time.Now().After(deadline) {
+			b.Fatalf("after a kill -9 of the replica of the client's id: no reset and %d of the %d events of a change made since, within 2 minutes", f.killAfter, per)
+		}
 		ev := s.next(b)
 		if ev.event == "reset" {
 			f.killReset, f.killResetIn = true, time.Since(began)
 			continue
 		}
 		if ev.data != "" {
-			if !f.killReset {
-				return f // an event before any reset: counted as not reset
+			pending = true
+			switch {
+			case f.killReset:
+				f.killBurst++
+			case strings.Contains(ev.data, `"name":"`+appName(seenApp)+`"`) && strings.Contains(ev.data, `"bench-after-kill"`):
+				f.killAfter++
+			default:
+				f.killTwice++ // resumed, and sent what it had
 			}
-			f.killBurst++
 		}
-		if ev.id != "" && f.killReset {
+		if ev.id != "" {
+			pending = false
+		}
+		switch {
+		case f.killReset && ev.id != "":
 			return f // the burst's last event carries the id
+		case !f.killReset && f.killAfter >= per && !pending:
+			f.killResumed = true
+			return f
 		}
 	}
 }
 
 func (f resumeFigures) String() string {
 	return fmt.Sprintf("first stream's list %d events, its id %d bytes (the position written whole: %d); %d events missed while away, resumed on the other replica in %s, reset %v, %d sent twice; connections per replica %v; "+
-		"after a kill -9 of the replica of its id: reset %v in %s, then %d events",
-		f.burst, f.idBytes, f.fullBytes, f.missed, f.resumed.Round(time.Millisecond), f.reset, f.duplicates, f.spread,
-		f.killReset, f.killResetIn.Round(time.Millisecond), f.killBurst)
+		"after a kill -9 of the replica of its id: %s",
+		f.burst, f.idBytes, f.fullBytes, f.missed, f.resumed.Round(time.Millisecond), f.reset, f.duplicates, f.spread, f.afterKill())
+}
+
+func (f resumeFigures) afterKill() string {
+	if f.killResumed {
+		return fmt.Sprintf("resumed on the one left, which held the id; %d of the %d events of a change made since, %d others", f.killAfter, f.killDue, f.killTwice)
+	}
+	return fmt.Sprintf("reset %v in %s, then %d events", f.killReset, f.killResetIn.Round(time.Millisecond), f.killBurst)
 }
 
 // check says what of the resume is wrong, if anything: a reset, an event
 // sent twice, an id that is not compact, connections that did not go one
-// to each replica, or, once the replica of the client's id was killed, no
-// reset or a list short of apps Apps.
+// to each replica, or, once the replica of the client's id was killed,
+// neither an exact resume on the one left nor a reset and the whole list
+// of apps Apps.
 func (f resumeFigures) check(apps int) error {
 	switch {
 	case f.reset || f.duplicates > 0 || f.idBytes > 64:
@@ -195,8 +234,10 @@ func (f resumeFigures) check(apps int) error {
 		return fmt.Errorf("resume across replicas: the position written whole is %d bytes, which goes out whole: want more clusters", f.fullBytes)
 	case !slices.Equal(f.spread, []int64{1, 1}):
 		return fmt.Errorf("resume across replicas: connections per replica %v, want one to each", f.spread)
-	case !f.killReset || f.killBurst < apps:
-		return fmt.Errorf("after a kill -9 of the replica of the client's id: reset %v, then %d events: want a reset, then every one of the %d Apps", f.killReset, f.killBurst, apps)
+	case f.killResumed && (f.killTwice > 0 || f.killAfter != f.killDue):
+		return fmt.Errorf("after a kill -9 of the replica of the client's id: %s: want exactly the change's events", f.afterKill())
+	case !f.killResumed && (!f.killReset || f.killBurst < apps):
+		return fmt.Errorf("after a kill -9 of the replica of the client's id: %s: want a reset, then every one of the %d Apps", f.afterKill(), apps)
 	}
 	return nil
 }
