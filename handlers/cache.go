@@ -30,16 +30,15 @@ type responseCache struct {
 }
 
 // cachedBody is one rendered body and, made on first demand, its gzip form;
-// or a compressed run of a list (see gzlist.go), then gzipped is its blocks.
+// or an assembled gzip list (see gzlist.go).
 type cachedBody struct {
 	version  string // what the body was rendered at
 	body     []byte
 	gzipOnce sync.Once
 	gzipped  []byte
 	gzLen    atomic.Int64 // len(gzipped) once it is made, readable by anyone
-	run      *gzRun
-	list     *gzList // an assembled gzip list: its runs are entries of their own
-	tag      string  // a list's entity tag (listTag)
+	list     *gzList      // an assembled gzip list, its compressed runs with it
+	tag      string       // a list's entity tag (listTag)
 }
 
 func newResponseCache(entries int) *responseCache {
@@ -55,6 +54,11 @@ func (rc *responseCache) get(key, version string) (*cachedBody, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// latest returns the body key holds, at whatever version.
+func (rc *responseCache) latest(key string) (*cachedBody, bool) {
+	return rc.lru.Peek(key)
 }
 
 // add holds b as key's body at version, in place of any other version.
@@ -84,7 +88,9 @@ func (rc *responseCache) add(key, version string, b *cachedBody) {
 func (b *cachedBody) size() int64 {
 	n := int64(len(b.body)) + b.gzLen.Load()
 	if l := b.list; l != nil {
-		n += int64(len(l.head) + len(l.sep) + len(l.tail) + 8*len(l.parts))
+		// The runs' blocks (l.size is the member's length, which holds
+		// them all), and the index of them by name.
+		n += l.size + int64(64*len(l.runs))
 	}
 	return n
 }

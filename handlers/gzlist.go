@@ -112,13 +112,25 @@ var gzWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, proj
 // tail with the member's checksum and length, and the total size. It is
 // kept in the response cache (at most one revision per view, like every
 // entry), so a request at a revision already assembled only writes: no
-// run is looked up, no checksum combined. It may hold runs the cache has
-// since replaced (a change in their namespace), until the view's next
-// request at the new revision replaces it: at most one past list a view.
+// run is looked up, no checksum combined.
+//
+// It holds its runs by name, each with the version it was compressed at:
+// the view's next assembly, at a new revision, takes every run whose
+// version it still is and compresses the others. The runs are not entries
+// of the cache of their own: a fleet of 500 clusters has thousands of
+// namespaces, far more than the cache's entries, and runs evicted by
+// count would be compressed again whole (135 MB) after every change.
 type gzList struct {
 	head, sep, tail []byte
 	parts           []*gzRun // the runs with rows, in list order
 	size            int64
+	runs            map[string]gzRunAt
+}
+
+// gzRunAt is a compressed run and the version of the run it was made at.
+type gzRunAt struct {
+	version uint64
+	run     *gzRun
 }
 
 // writeGzipList writes the ApplicationList of snap made of runs, each
@@ -131,7 +143,11 @@ func (s *Server) writeGzipList(c echo.Context, snap *projection.Snapshot, view s
 	if cb, ok := s.cache.get(key, version); ok {
 		l = cb.list
 	} else {
-		l = s.assembleGzipList(snap.Position, view, runs(), keep)
+		var prev *gzList
+		if cb, ok := s.cache.latest(key); ok {
+			prev = cb.list
+		}
+		l = assembleGzipList(snap.Position, prev, runs(), keep)
 		s.cache.add(key, version, &cachedBody{list: l})
 	}
 
@@ -162,24 +178,22 @@ func (s *Server) writeGzipList(c echo.Context, snap *projection.Snapshot, view s
 	return w.Flush()
 }
 
-// assembleGzipList finds or compresses each run's blocks and works out the
-// member around them.
-func (s *Server) assembleGzipList(pos projection.Position, view string, runs []rowRun, keep func(*projection.App) bool) *gzList {
-	l := &gzList{parts: make([]*gzRun, 0, len(runs))}
+// assembleGzipList takes each run from prev, the view's list at an
+// earlier revision (nil: none), when it is still at the version prev
+// compressed, compresses the others, and works out the member around them.
+func assembleGzipList(pos projection.Position, prev *gzList, runs []rowRun, keep func(*projection.App) bool) *gzList {
+	l := &gzList{parts: make([]*gzRun, 0, len(runs)), runs: make(map[string]gzRunAt, len(runs))}
 	for _, run := range runs {
-		key, version := "gzrun|"+view+"|"+run.name, strconv.FormatUint(run.version, 10)
-		var r *gzRun
-		if cb, ok := s.cache.get(key, version); ok {
-			r = cb.run
-		} else {
-			r = compressRun(run, keep)
-			cb := &cachedBody{gzipped: r.z, run: r}
-			cb.gzipOnce.Do(func() {}) // it has no plain form
-			cb.gzLen.Store(int64(len(r.z)))
-			s.cache.add(key, version, cb)
+		at, ok := gzRunAt{}, false
+		if prev != nil {
+			at, ok = prev.runs[run.name]
 		}
-		if r.n > 0 {
-			l.parts = append(l.parts, r)
+		if !ok || at.version != run.version {
+			at = gzRunAt{run.version, compressRun(run, keep)}
+		}
+		l.runs[run.name] = at
+		if at.run.n > 0 {
+			l.parts = append(l.parts, at.run)
 		}
 	}
 

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
@@ -69,23 +70,26 @@ func getGzipList(t *testing.T, env *serverEnv, path, token string) string {
 	return string(plain)
 }
 
-// gzipRuns is each compressed run the cache holds, with its version.
-func gzipRuns(env *serverEnv) map[string]string {
-	runs := map[string]string{}
+// gzipRuns is each compressed run the cached gzip lists hold, by list and
+// run name.
+func gzipRuns(env *serverEnv) map[string]*gzRun {
+	runs := map[string]*gzRun{}
 	for _, k := range env.srv.cache.lru.Keys() {
-		if cb, ok := env.srv.cache.lru.Peek(k); ok && strings.HasPrefix(k, "gzrun|") {
-			runs[k] = cb.version
+		if cb, ok := env.srv.cache.lru.Peek(k); ok && cb.list != nil {
+			for name, at := range cb.list.runs {
+				runs[k+"|"+name] = at.run
+			}
 		}
 	}
 	return runs
 }
 
-// recompressed counts the runs of after that before did not hold at their
-// version.
-func recompressed(before, after map[string]string) int {
+// recompressed counts the runs of after that are not before's: compressed
+// since.
+func recompressed(before, after map[string]*gzRun) int {
 	n := 0
-	for k, v := range after {
-		if before[k] != v {
+	for k, r := range after {
+		if before[k] != r {
 			n++
 		}
 	}
@@ -152,23 +156,70 @@ func TestGzipListIsSplicedFromRuns(t *testing.T) {
 }
 
 // TestGzipListAssemblyIsKeptPerRevision: a second request at the same
-// revision is written from the list assembled for the first; it looks up no
-// run, so it compresses none even when the runs have left the cache.
+// revision is written from the list assembled for the first: it looks up
+// no run and combines no checksum.
 func TestGzipListAssemblyIsKeptPerRevision(t *testing.T) {
 	env := newServerEnv(t)
 	root := env.token(t, userRoot, time.Hour)
 	first := getGzipList(t, env, "/v1/deploy/applications", root)
-	runs := gzipRuns(env)
-	if len(runs) < 3 {
-		t.Fatalf("the first list made %d runs; the fixture should have several namespaces", len(runs))
+	lists := map[string]*gzList{}
+	for _, k := range env.srv.cache.lru.Keys() {
+		if cb, ok := env.srv.cache.lru.Peek(k); ok && cb.list != nil {
+			lists[k] = cb.list
+		}
 	}
-	for k := range runs {
-		env.srv.cache.lru.Remove(k)
+	if len(lists) != 1 {
+		t.Fatalf("the first request cached %d gzip lists, want 1", len(lists))
 	}
 	if got := getGzipList(t, env, "/v1/deploy/applications", root); got != first {
 		t.Fatalf("the second list decodes to\n%s\nwant\n%s", got, first)
 	}
-	if n := len(gzipRuns(env)); n != 0 {
-		t.Fatalf("a second request at the same revision compressed %d runs", n)
+	for k, l := range lists {
+		if cb, ok := env.srv.cache.lru.Peek(k); !ok || cb.list != l {
+			t.Fatal("a second request at the same revision assembled the list again")
+		}
+	}
+}
+
+// TestGzipListOfManyNamespaces: a fleet of more namespaces than the
+// response cache has entries (500 clusters hold thousands) still
+// compresses only the run of the namespace that changed.
+func TestGzipListOfManyNamespaces(t *testing.T) {
+	env := newServerEnv(t)
+	root := env.token(t, userRoot, time.Hour)
+	const namespaces = 400
+	for i := range namespaces {
+		ns := fmt.Sprintf("tenant-gz%03d", i)
+		o, err := projection.Decode(map[string]any{"apiVersion": "hanzo.ai/v1", "kind": "App",
+			"metadata": map[string]any{"name": "web", "namespace": ns, "uid": "u-" + ns},
+			"spec":     map[string]any{"image": map[string]any{"repository": "ghcr.io/hanzoai/gz", "tag": "v1.0.0"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.store.Apply(projection.Change{Op: projection.Upsert, Object: o}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(env.store.Snapshot().Namespaces()); n <= 256 {
+		t.Fatalf("the fleet has %d namespaces; the test needs more than the cache's 256 entries", n)
+	}
+	getGzipList(t, env, "/v1/deploy/applications", root)
+	before := gzipRuns(env)
+	o, err := projection.Decode(map[string]any{"apiVersion": "hanzo.ai/v1", "kind": "App",
+		"metadata": map[string]any{"name": "api", "namespace": "tenant-gz007", "uid": "u-gz007-api"},
+		"spec":     map[string]any{"image": map[string]any{"repository": "ghcr.io/hanzoai/gz", "tag": "v1.0.0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.store.Apply(projection.Change{Op: projection.Upsert, Object: o}); err != nil {
+		t.Fatal(err)
+	}
+	got := getGzipList(t, env, "/v1/deploy/applications", root)
+	if plain := env.get(t, "/v1/deploy/applications", root); got != plain.body {
+		t.Fatal("the gzip list does not decode to the plain list")
+	}
+	after := gzipRuns(env)
+	if n := recompressed(before, after); n != 1 {
+		t.Fatalf("a change in one of %d namespaces compressed %d runs, want 1", len(after), n)
 	}
 }
