@@ -323,6 +323,28 @@ type scaleEvent struct{ id, event, data string }
 // not "") as token, resuming from lastID when it is not "".
 func openScaleStream(ctx context.Context, b testing.TB, base, query, token, lastID string) *scaleStream {
 	b.Helper()
+	resp := dialScaleStream(ctx, b, base, query, token, lastID)
+	s := &scaleStream{resp: resp, lastID: lastID, frames: make(chan scaleEvent, 1024)}
+	go func() {
+		defer close(s.frames)
+		rd := streamtest.NewReader(resp.Body)
+		for {
+			f, err := rd.Next()
+			if err != nil {
+				return
+			}
+			if f.HasID || f.HasData || f.Event != "" {
+				s.frames <- scaleEvent{id: f.ID, event: f.Event, data: f.Data}
+			}
+		}
+	}()
+	return s
+}
+
+// dialScaleStream opens an applications stream and returns its response,
+// answered 200.
+func dialScaleStream(ctx context.Context, b testing.TB, base, query, token, lastID string) *http.Response {
+	b.Helper()
 	u := base + "/v1/deploy/stream/applications"
 	if query != "" {
 		u += "?" + query
@@ -340,21 +362,7 @@ func openScaleStream(ctx context.Context, b testing.TB, base, query, token, last
 		resp.Body.Close()
 		b.Fatalf("stream from %s: %s", base, resp.Status)
 	}
-	s := &scaleStream{resp: resp, lastID: lastID, frames: make(chan scaleEvent, 1024)}
-	go func() {
-		defer close(s.frames)
-		rd := streamtest.NewReader(resp.Body)
-		for {
-			f, err := rd.Next()
-			if err != nil {
-				return
-			}
-			if f.HasID || f.HasData || f.Event != "" {
-				s.frames <- scaleEvent{id: f.ID, event: f.Event, data: f.Data}
-			}
-		}
-	}()
-	return s
+	return resp
 }
 
 func (s *scaleStream) next(b testing.TB) scaleEvent {

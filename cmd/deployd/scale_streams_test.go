@@ -18,6 +18,7 @@ import (
 
 	"github.com/hanzoai/deploy/auth/authtest"
 	"github.com/hanzoai/deploy/cluster/clustertest"
+	"github.com/hanzoai/deploy/stream/streamtest"
 )
 
 // streamsFigures are what the streams under changes measured.
@@ -71,20 +72,28 @@ func streamsUnderChanges(b *testing.B, bin string, setup serveSetup, m *mockoidc
 	var wg sync.WaitGroup
 	opened := make(chan struct{}, n)
 	for range n {
-		s := openScaleStream(ctx, b, p.base, "resourceVersion="+url.QueryEscape(pos), tokens.admin, "")
+		// Read where it arrives, one goroutine a stream: the client shares
+		// the machine's two cores with deployd, and a hop through a channel
+		// per frame woke a second goroutine a stream 100 times a second.
+		resp := dialScaleStream(ctx, b, p.base, "resourceVersion="+url.QueryEscape(pos), tokens.admin, "")
 		wg.Go(func() {
-			defer s.close()
+			defer resp.Body.Close()
 			opened <- struct{}{}
 			var mine []time.Duration
 			resets, other := 0, 0
-			for ev := range s.frames {
+			rd := streamtest.NewReader(resp.Body)
+			for {
+				ev, err := rd.Next()
+				if err != nil {
+					break
+				}
 				at := time.Now()
-				if ev.event == "reset" {
+				if ev.Event == "reset" {
 					resets++
 				}
-				_, rest, ok := strings.Cut(ev.data, `"bench-l`)
+				_, rest, ok := strings.Cut(ev.Data, `"bench-l`)
 				if !ok {
-					if ev.data != "" && ev.event == "" {
+					if ev.Data != "" && ev.Event == "" {
 						other++
 					}
 					continue
