@@ -565,6 +565,7 @@ func (h *Hub) join(s *subscriber, spec *view, rev uint64, pos projection.Positio
 	s.index = len(v.subs)
 	v.subs = append(v.subs, s)
 	s.view, s.after, s.afterPos, s.joinPos = v, rev, pos, h.pos
+	s.ahead, s.passed = false, false
 }
 
 // queueIDs ends a batch: each view holding back a frame of it queues the
@@ -613,7 +614,7 @@ func (h *Hub) queueHeldTo(v *view, s *subscriber, id []byte) {
 		// The client holds the cluster's rows with this condition now.
 		s.afterPos, s.condPos = s.afterPos.WithDown(c, v.heldPos.Down(c)), v.heldPos
 	}
-	if id != nil && (!v.heldPos.Covers(s.afterPos) || !v.heldPos.SameDowns(s.afterPos)) {
+	if id != nil && (!s.coveredBy(v.heldPos) || !v.heldPos.SameDowns(s.afterPos)) {
 		id = appendID(nil, s.afterPos.Max(v.heldPos).WithMarksOf(s.afterPos))
 	}
 	if id != nil && !s.push(id) {
