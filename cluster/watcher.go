@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sort"
 	"sync"
 	"time"
@@ -271,35 +272,55 @@ func NewWatcher(cfg *rest.Config, reason string, feed *Feed, opts Options) (*Wat
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = 50, 100
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("dynamic client: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("discovery client: %w", err)
+	if cfg.Dial == nil {
+		// A dialer of its own makes client-go build this cluster a
+		// transport of its own (its cache keys transports by TLS settings
+		// and dialer, not by server), shared by the cluster's clients
+		// below. Without it, clusters of the same CA and credentials (the
+		// aliases of one server) shared one, and their hundreds of watches
+		// queued for its HTTP/2 streams; past the server's limit, each
+		// waiting request dialed a connection of its own: 5,700 at once
+		// at 500 clusters, and a TLS handshake each.
+		cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
 	proto := rest.CopyConfig(cfg)
 	proto.ContentType = runtime.ContentTypeProtobuf
 	proto.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	core, err := kubernetes.NewForConfig(proto)
+	plain, plainProto := rest.CopyConfig(cfg), rest.CopyConfig(proto)
+	plain.DisableCompression, plainProto.DisableCompression = true, true
+	// Two transports a cluster: lists ask for compression, watches do not.
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("http client: %w", err)
+	}
+	plainHC, err := rest.HTTPClientFor(plain)
+	if err != nil {
+		return nil, fmt.Errorf("http client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	core, err := kubernetes.NewForConfigAndClient(proto, hc)
 	if err != nil {
 		return nil, fmt.Errorf("clientset: %w", err)
 	}
-	meta, err := metadata.NewForConfig(cfg)
+	meta, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
 	w.dyn, w.disco, w.core, w.typed, w.meta = dyn, disco, core, core, meta
-	plain, plainProto := rest.CopyConfig(cfg), rest.CopyConfig(proto)
-	plain.DisableCompression, plainProto.DisableCompression = true, true
-	if w.watchDyn, err = dynamic.NewForConfig(plain); err != nil {
+	if w.watchDyn, err = dynamic.NewForConfigAndClient(plain, plainHC); err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	if w.watchTyped, err = kubernetes.NewForConfig(plainProto); err != nil {
+	if w.watchTyped, err = kubernetes.NewForConfigAndClient(plainProto, plainHC); err != nil {
 		return nil, fmt.Errorf("clientset: %w", err)
 	}
-	if w.watchMeta, err = metadata.NewForConfig(plain); err != nil {
+	if w.watchMeta, err = metadata.NewForConfigAndClient(plain, plainHC); err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
 	return w, nil
